@@ -1,0 +1,116 @@
+"""Invoking a target service over HTTP and classifying its answer.
+
+| answer                                          | outcome  |
+| ----------------------------------------------- | -------- |
+| 2xx                                             | ACK      |
+| 4xx except 408 and 429, or a SOAP fault         | FAULT    |
+| 3xx, 5xx, 408, 429, connection refused or reset | ERROR    |
+| no answer within the service unit's timeout     | TIMEOUT  |
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from ase_engine.config import ServiceUnitConfig
+from ase_engine.message import Message
+
+_SOAP_FAULT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Fault[\s>/]")
+_SOAP_ENVELOPE = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Envelope[\s>]")
+# How much of the target's answer we read to classify it and keep it.
+_ANSWER_LIMIT = 65_536
+
+
+class Outcome(enum.Enum):
+    ACK = "ack"
+    FAULT = "fault"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    status: int | None
+    reason: str
+    answer: str | None
+    duration_ms: int
+
+
+def classify(status: int, content_type: str, body: bytes) -> Outcome:
+    if 200 <= status < 300:
+        return Outcome.ACK
+    if is_soap_fault(content_type, body):
+        return Outcome.FAULT
+    if 400 <= status < 500 and status not in (408, 429):
+        return Outcome.FAULT
+    return Outcome.ERROR
+
+
+def is_soap_fault(content_type: str, body: bytes) -> bool:
+    head = body[:_ANSWER_LIMIT]
+    return "xml" in content_type.lower() and bool(_SOAP_ENVELOPE.search(head)) and bool(_SOAP_FAULT.search(head))
+
+
+class HttpTarget:
+    """Posts a message to its service unit's target URL. One instance per process (a shared pool)."""
+
+    def __init__(self, max_connections: int = 16, user_agent: str = "ASE") -> None:
+        self._client = httpx.Client(
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            follow_redirects=False,
+            headers={"User-Agent": user_agent},
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def invoke(self, unit: ServiceUnitConfig, message: Message) -> Result:
+        headers = {
+            "Content-Type": message.content_type,
+            "X-ASE-Message-Id": message.id,
+            "X-ASE-Service": message.service,
+            "X-ASE-MEP": message.mep,
+            "X-ASE-Attempt": str(message.attempt + 1),
+            "X-ASE-Incoming-Timestamp": str(message.incoming_timestamp),
+        }
+        for name, value in message.properties.items():
+            headers[f"X-ASE-Property-{name}"] = value
+        if message.idempotency_key:
+            headers["Idempotency-Key"] = message.idempotency_key
+        timeout = unit.timeout_ms / 1000
+        started = time.monotonic()
+        try:
+            with self._client.stream(
+                "POST", unit.target_url, content=message.payload, headers=headers, timeout=httpx.Timeout(timeout)
+            ) as response:
+                body = _read_limited(response)
+                status = response.status_code
+                content_type = response.headers.get("content-type", "")
+        except httpx.TimeoutException as exc:
+            return Result(Outcome.TIMEOUT, None, f"no answer within {timeout:g} s ({type(exc).__name__})", None, _ms(started))
+        except httpx.HTTPError as exc:
+            return Result(Outcome.ERROR, None, f"{type(exc).__name__}: {exc}".rstrip(": "), None, _ms(started))
+        outcome = classify(status, content_type, body)
+        answer = body.decode("utf-8", "replace") if outcome is not Outcome.ACK else None
+        return Result(outcome, status, f"HTTP {status}", answer, _ms(started))
+
+
+def _read_limited(response: httpx.Response) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= _ANSWER_LIMIT:
+            break
+    return b"".join(chunks)[:_ANSWER_LIMIT]
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -1,0 +1,180 @@
+"""What the Django side keeps: component runtime settings, service units, worker
+instances and the message history. Messages themselves live only in ActiveMQ."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ase_engine.config import QueueNames, RetryPolicy, ServiceUnitConfig
+
+
+class ComponentSettings(models.Model):
+    """The hot-updatable runtime parameters (SE-ASE-CFG-010); one row, pk=1.
+
+    Empty means "use the value from the environment" (``ASE_TIME_TO_LIVE``,
+    ``ASE_STOP_TIMEOUT``)."""
+
+    time_to_live = models.PositiveIntegerField(null=True, blank=True, help_text="seconds, 0 = infinite")
+    stop_timeout = models.PositiveIntegerField(null=True, blank=True, help_text="seconds")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "component settings"
+
+    @classmethod
+    def load(cls) -> ComponentSettings:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class ServiceUnit(models.Model):
+    """A deployed service unit: the ASE service (provides) and its target (consumes)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    # provides
+    service = models.CharField(max_length=200, unique=True, help_text="ASE service local name (ingress path)")
+    interface = models.CharField(max_length=400, blank=True)
+    endpoint = models.CharField(max_length=200, blank=True)
+    provides_auto_start = models.BooleanField(default=True)
+    stop_timeout = models.PositiveIntegerField(null=True, blank=True)
+    # consumes
+    target_service = models.CharField(max_length=400, blank=True)
+    target_endpoint = models.CharField(max_length=200, blank=True)
+    target_interface = models.CharField(max_length=400, blank=True)
+    target_url = models.CharField(max_length=2000)
+    timeout_ms = models.PositiveIntegerField(default=30_000)
+    mep = models.CharField(max_length=20, default="InOnly")
+    consumes_auto_start = models.BooleanField(default=True)
+    is_idempotent = models.BooleanField(default=False)
+    time_to_live = models.PositiveIntegerField(null=True, blank=True)
+    retry_number = models.PositiveIntegerField(default=3)
+    retry_base_interval = models.PositiveIntegerField(default=10)
+    retry_factor = models.PositiveIntegerField(default=3)
+    # persistence area
+    queue_pending = models.CharField(max_length=200)
+    queue_expired = models.CharField(max_length=200)
+    queue_timedout = models.CharField(max_length=200)
+    queue_error = models.CharField(max_length=200)
+    queue_fault = models.CharField(max_length=200)
+    # process state, shared by every instance
+    posting_started = models.BooleanField(default=False)
+    sending_started = models.BooleanField(default=False)
+    descriptor = models.TextField(blank=True, help_text="the JBI descriptor it was deployed from, if any")
+    deployed_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["service"]
+
+    def __str__(self) -> str:
+        return self.service
+
+    def to_config(self) -> ServiceUnitConfig:
+        return ServiceUnitConfig(
+            name=self.name,
+            service=self.service,
+            target_url=self.target_url,
+            interface=self.interface,
+            endpoint=self.endpoint,
+            provides_auto_start=self.provides_auto_start,
+            stop_timeout=self.stop_timeout,
+            target_service=self.target_service,
+            target_endpoint=self.target_endpoint,
+            target_interface=self.target_interface,
+            timeout_ms=self.timeout_ms,
+            consumes_auto_start=self.consumes_auto_start,
+            is_idempotent=self.is_idempotent,
+            time_to_live=self.time_to_live,
+            retry=RetryPolicy(self.retry_number, self.retry_base_interval, self.retry_factor),
+            mep=self.mep,
+            queues=QueueNames(
+                self.queue_pending, self.queue_expired, self.queue_timedout, self.queue_error, self.queue_fault
+            ),
+        )
+
+    @classmethod
+    def fields_from_config(cls, config: ServiceUnitConfig) -> dict[str, object]:
+        areas = config.areas
+        return {
+            "name": config.name,
+            "service": config.service,
+            "interface": config.interface,
+            "endpoint": config.endpoint,
+            "provides_auto_start": config.provides_auto_start,
+            "stop_timeout": config.stop_timeout,
+            "target_service": config.target_service,
+            "target_endpoint": config.target_endpoint,
+            "target_interface": config.target_interface,
+            "target_url": config.target_url,
+            "timeout_ms": config.timeout_ms,
+            "mep": config.mep,
+            "consumes_auto_start": config.consumes_auto_start,
+            "is_idempotent": config.is_idempotent,
+            "time_to_live": config.time_to_live,
+            "retry_number": config.retry.number,
+            "retry_base_interval": config.retry.base_interval,
+            "retry_factor": config.retry.factor,
+            "queue_pending": areas.pending,
+            "queue_expired": areas.expired,
+            "queue_timedout": areas.timedout,
+            "queue_error": areas.error,
+            "queue_fault": areas.fault,
+        }
+
+
+class WorkerInstance(models.Model):
+    """One component instance (a Celery worker running a sending process), with its heartbeat."""
+
+    name = models.CharField(max_length=200, unique=True)
+    hostname = models.CharField(max_length=200, blank=True)
+    pid = models.PositiveIntegerField(null=True)
+    started_at = models.DateTimeField()
+    last_heartbeat = models.DateTimeField()
+    connection_status = models.CharField(max_length=20, default="disconnected")
+    last_connection_error = models.TextField(blank=True)
+    sending_services = models.JSONField(default=list, help_text="services whose sending runs here")
+    in_flight = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EventKind(models.TextChoices):
+    POSTED = "posted"
+    ATTEMPT = "attempt"
+    ACKED = "acked"
+    FAULT = "fault"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    RETRY_SCHEDULED = "retry_scheduled"
+    RETRIED = "retried"
+    EXPIRED = "expired"
+    PURGED = "purged"
+    RECYCLED = "recycled"
+
+
+class MessageEvent(models.Model):
+    """One waypoint in the life of one message (DESIGN invariant 7)."""
+
+    message_id = models.CharField(max_length=64, db_index=True)
+    service = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    at = models.DateTimeField()
+    area = models.CharField(max_length=200, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    outcome_code = models.CharField(max_length=20, blank=True)
+    target_status = models.PositiveIntegerField(null=True)
+    duration_ms = models.PositiveIntegerField(null=True)
+    size = models.PositiveBigIntegerField(null=True)
+    detail = models.CharField(max_length=500, blank=True)
+    instance = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["service", "at"]), models.Index(fields=["kind", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.kind}"
