@@ -171,3 +171,22 @@ def redis_available() -> None:
         redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:
         unavailable(f"Redis at {TEST_REDIS_URL}: {exc}")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _close_thread_connections(django_db_setup, django_db_blocker) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Background threads (history recorder, ingress executor) keep database connections open; end them
+    before pytest-django drops the test database."""
+    yield
+    from django.db import connection
+
+    from console.history import recorder
+
+    with django_db_blocker.unblock():
+        recorder().flush()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )

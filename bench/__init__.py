@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): ``.venv/bin/python bench/<name>.py``. See docs/BENCHMARKS.md."""
