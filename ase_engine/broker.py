@@ -19,6 +19,7 @@ ActiveMQ facts this module relies on:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -128,8 +129,8 @@ class StompConnection:
     def _drop(self, conn: stomp.Connection12) -> None:
         try:
             conn.disconnect()
-        except Exception:  # noqa: BLE001 - closing a broken connection, nothing to report
-            pass
+        except Exception as exc:  # noqa: BLE001 - closing a broken connection, nothing to report
+            log.debug("closing a failed connection: %s", exc)
 
     # -- frames ------------------------------------------------------------
 
@@ -172,7 +173,9 @@ class StompConnection:
         )
         return future
 
-    def send_and_wait(self, destination: str, headers: dict[str, str], body: bytes, timeout: float | None = None) -> None:
+    def send_and_wait(
+        self, destination: str, headers: dict[str, str], body: bytes, timeout: float | None = None
+    ) -> None:
         wait(self.send(destination, headers, body), timeout or self.component.receipt_timeout)
 
     def subscribe(
@@ -232,7 +235,10 @@ class StompConnection:
         timeout = timeout or self.component.receipt_timeout
         for name in names:
             sub = f"create-{uuid.uuid4().hex}"
-            wait(self.subscribe(queue(name), sub, ack="client-individual", prefetch=0, selector=_NO_MESSAGE_SELECTOR), timeout)
+            wait(
+                self.subscribe(queue(name), sub, ack="client-individual", prefetch=0, selector=_NO_MESSAGE_SELECTOR),
+                timeout,
+            )
             wait(self.unsubscribe(sub), timeout)
 
     def queue_stats(self, names: Iterable[str], timeout: float = 2.0) -> dict[str, dict[str, Any] | None]:
@@ -241,7 +247,7 @@ class StompConnection:
         Queries are sent together; a queue that has not answered within
         ``timeout`` is reported as missing.
         """
-        conn = self._conn_or_raise()
+        self._conn_or_raise()
         self._ensure_stats_subscription()
         waiters: dict[str, Future[dict[str, Any]]] = {}
         for name in names:
@@ -250,13 +256,8 @@ class StompConnection:
             with self._lock:
                 self._stats_waiters[correlation] = future
             waiters[name] = future
-            self._transmit(
-                None,
-                lambda c, n=name, cid=correlation: c.send(
-                    _STATS_PREFIX + n, b"", headers={"reply-to": self._stats_reply_to, "correlation-id": cid}
-                ),
-            )
-        del conn
+            headers = {"reply-to": self._stats_reply_to, "correlation-id": correlation}
+            self._transmit(None, functools.partial(_send_empty, _STATS_PREFIX + name, headers))
         deadline = time.monotonic() + timeout
         result: dict[str, dict[str, Any] | None] = {}
         for name, future in waiters.items():
@@ -333,7 +334,7 @@ class StompConnection:
                 future.set_exception(BrokerUnavailable(reason))
 
 
-class _Listener(stomp.ConnectionListener):
+class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
     def __init__(self, owner: StompConnection) -> None:
         self.owner = owner
 
@@ -351,6 +352,10 @@ class _Listener(stomp.ConnectionListener):
 
     def on_disconnected(self) -> None:
         self.owner._on_disconnected()
+
+
+def _send_empty(destination: str, headers: dict[str, str], conn: stomp.Connection12) -> None:
+    conn.send(destination, b"", headers=headers)
 
 
 def wait(future: Future[Any], timeout: float) -> Any:

@@ -46,172 +46,172 @@ def _catalog(*codes: Code) -> dict[str, Code]:
     return catalog
 
 
-I, W, E = Level.INFO, Level.WARNING, Level.ERROR
+INF, WRN, ERR = Level.INFO, Level.WARNING, Level.ERROR
 
 CATALOG: dict[str, Code] = _catalog(
     # -- errors ---------------------------------------------------------------
-    Code("SE-ASE-E0001", E, "An error occurs creating the persistence area '{area}': {error}."),
-    Code("SE-ASE-E0002", E, "The mandatory parameter 'Broker transport' is not set"),
-    Code("SE-ASE-E0003", E, "Broker transport not supported: {transport}."),
-    Code("SE-ASE-E0004", E, "The mandatory parameter 'Broker URL' is not set"),
-    Code("SE-ASE-E0005", E, "The mandatory parameter 'Broker virtual host' is not set"),
-    Code("SE-ASE-E0006", E, "An error occurs during the connection to the persistence service: {reason}."),
+    Code("SE-ASE-E0001", ERR, "An error occurs creating the persistence area '{area}': {error}."),
+    Code("SE-ASE-E0002", ERR, "The mandatory parameter 'Broker transport' is not set"),
+    Code("SE-ASE-E0003", ERR, "Broker transport not supported: {transport}."),
+    Code("SE-ASE-E0004", ERR, "The mandatory parameter 'Broker URL' is not set"),
+    Code("SE-ASE-E0005", ERR, "The mandatory parameter 'Broker virtual host' is not set"),
+    Code("SE-ASE-E0006", ERR, "An error occurs during the connection to the persistence service: {reason}."),
     Code(
         "SE-ASE-E0007",
-        E,
+        ERR,
         "An error occurs removing a request from the persistence area '{area}': {reason}.",
     ),
-    Code("SE-ASE-E0008", E, "An error occurs purging the persistence area {area}: {reason}."),
-    Code("SE-ASE-E0009", E, "The persistence area '{area}' does not exist."),
+    Code("SE-ASE-E0008", ERR, "An error occurs purging the persistence area {area}: {reason}."),
+    Code("SE-ASE-E0009", ERR, "The persistence area '{area}' does not exist."),
     Code(
         "SE-ASE-E0010",
-        E,
+        ERR,
         "Only one-way request (InOnly or RobustInOnly) are supported. Received MEP: {mep}.",
     ),
     Code(
         "SE-ASE-E0011",
-        E,
+        ERR,
         "An error occurs saving a request in the persistence area '{area}': {reason}.",
     ),
-    Code("SE-ASE-E0012", E, "The persistence area '{area}' with sub-type PENDING can not be recycled."),
+    Code("SE-ASE-E0012", ERR, "The persistence area '{area}' with sub-type PENDING can not be recycled."),
     Code(
         "SE-ASE-E0013",
-        E,
+        ERR,
         "The target service provider is not idempotent. Use the boolean flag to force the "
         "recycling of the persistence area '{area}'.",
     ),
-    Code("SE-ASE-E0015", E, "The mandatory parameter 'Broker URL' is malformed"),
+    Code("SE-ASE-E0015", ERR, "The mandatory parameter 'Broker URL' is malformed"),
     Code(
         "SE-ASE-E0017",
-        E,
+        ERR,
         "A request '{request_id}' cannot be processed because of timeout on target service "
         "invocation. The request is moved the queue '{queue}'.",
     ),
-    Code("SE-ASE-E0018", E, "An error occurs recycling the persistence area {area}: {reason}."),
+    Code("SE-ASE-E0018", ERR, "An error occurs recycling the persistence area {area}: {reason}."),
     Code(
         "SE-ASE-E0019",
-        E,
+        ERR,
         "An error occurs starting the posting process: {reason}. Unexpected error can occurs next.",
     ),
     Code(
         "SE-ASE-E0020",
-        E,
+        ERR,
         "A request '{request_id}' cannot be processed because of an error on target service "
         "invocation. The request is moved the queue '{queue}'.",
     ),
     Code(
         "SE-ASE-E0021",
-        E,
+        ERR,
         "The persistence area '{area}' is provided with an invalid sub-type. Only following "
         "sub-type are supported: PENDING, EXPIRED, TIMEDOUT, ERROR, FAULT and ALL",
     ),
     Code(
         "SE-ASE-E0022",
-        E,
+        ERR,
         "The parameter '{parameter}' is defined twice with different values in both sections "
         "'consumes' and 'provides' of the JBI service unit descriptor. It should be declared once.",
     ),
     # -- information ----------------------------------------------------------
-    Code("SE-ASE-I0001", I, "The posting process is started."),
-    Code("SE-ASE-I0002", I, "The sending process is started."),
-    Code("SE-ASE-I0003", I, "The posting process is stopped."),
-    Code("SE-ASE-I0004", I, "The sending process is stopped."),
+    Code("SE-ASE-I0001", INF, "The posting process is started."),
+    Code("SE-ASE-I0002", INF, "The sending process is started."),
+    Code("SE-ASE-I0003", INF, "The posting process is stopped."),
+    Code("SE-ASE-I0004", INF, "The sending process is stopped."),
     # -- warnings -------------------------------------------------------------
     Code(
         "SE-ASE-W0001",
-        W,
+        WRN,
         "Two sections 'provides' are declared in the JBI descriptor of the service-unit "
         "'{su_name}' instead of only one. Unexpected error can occur",
     ),
     Code(
         "SE-ASE-W0002",
-        W,
+        WRN,
         "Two sections 'consume' are declared in the JBI descriptor of the service-unit "
         "'{su_name}' instead of only one. Unexpected error can occur",
     ),
     Code(
         "SE-ASE-W0003",
-        W,
+        WRN,
         "Interface name of both sections 'consume' ({itf_consume}) and 'provide' ({itf_provide}) "
         "are different. '{itf_consume}' is used as interface name of the section 'provide'.",
     ),
     Code(
         "SE-ASE-W0004",
-        W,
+        WRN,
         "An error occurs creating the persisted request listener: {reason}. "
         "No administrative JMX API will be available.",
     ),
-    Code("SE-ASE-W0006", W, "An error occurs during the creation of the administration JMX API: {reason}."),
+    Code("SE-ASE-W0006", WRN, "An error occurs during the creation of the administration JMX API: {reason}."),
     Code(
         "SE-ASE-W0007",
-        W,
+        WRN,
         "An error occurs during the deletion of the administration JMX API: {reason}. "
         "Unexpected error can occur using the administration JMX API.",
     ),
-    Code("SE-ASE-W0008", W, "An error occurs during the disconnection to the persistence system: {reason}."),
+    Code("SE-ASE-W0008", WRN, "An error occurs during the disconnection to the persistence system: {reason}."),
     Code(
         "SE-ASE-W0009",
-        W,
+        WRN,
         "An error occurs stopping the posting process: {reason}. Incoming requests may be processed.",
     ),
     Code(
         "SE-ASE-W0010",
-        W,
+        WRN,
         "An error occurs stopping the sending process: {reason}. Persisted request may be sent "
         "to the target service provider.",
     ),
     Code(
         "SE-ASE-W0011",
-        W,
+        WRN,
         "The TTL of a request is expired. The request was moved to the persistence area '{area}'.",
     ),
     Code(
         "SE-ASE-W0012",
-        W,
+        WRN,
         "The parameter '{parameter}' is defined twice with the same value in both sections "
         "'consumes' and 'provides' of the JBI service unit descriptor. It should be declared once.",
     ),
     Code(
         "SE-ASE-W0013",
-        W,
+        WRN,
         "Invalid boolean value '{value}' for parameter 'is-idempotent'. Default value used: {default}.",
     ),
     Code(
         "SE-ASE-W0014",
-        W,
+        WRN,
         "Invalid integer number value '{value}' for parameter 'time-to-live'. Default value used: {default}.",
     ),
     Code(
         "SE-ASE-W0015",
-        W,
+        WRN,
         "Invalid integer number value '{value}' for parameter 'stop-timeout'. Default value used: {default}.",
     ),
     Code(
         "SE-ASE-W0016",
-        W,
+        WRN,
         "Retry policy configuration and TTL are not compliant. TTL is increased to {ttl} to be "
         "compliant with the retry policy.",
     ),
     Code(
         "SE-ASE-W0017",
-        W,
+        WRN,
         "The optional parameter 'mustBeAutomaticallyStarted' has not a boolean value. "
         "The default value ({default}) is used",
     ),
-    Code("SE-ASE-W0018", W, "The posting process is already started. Operation aborted."),
-    Code("SE-ASE-W0019", W, "The posting process is already stopped. Operation aborted."),
-    Code("SE-ASE-W0020", W, "The sending process is already stopped. Operation aborted."),
-    Code("SE-ASE-W0021", W, "The sending process is already started. Operation aborted."),
+    Code("SE-ASE-W0018", WRN, "The posting process is already started. Operation aborted."),
+    Code("SE-ASE-W0019", WRN, "The posting process is already stopped. Operation aborted."),
+    Code("SE-ASE-W0020", WRN, "The sending process is already stopped. Operation aborted."),
+    Code("SE-ASE-W0021", WRN, "The sending process is already started. Operation aborted."),
     Code(
         "SE-ASE-W0022",
-        W,
+        WRN,
         "A technical error occurs when invoking the target service invokation on request "
         "'{request_id}'. Waiting for {duration} seconds before next try ({attempt}/{attempts}).",
     ),
-    Code("SE-ASE-W0023", W, "An error occurs starting the sending process: {reason}."),
+    Code("SE-ASE-W0023", WRN, "An error occurs starting the sending process: {reason}."),
     Code(
         "SE-ASE-W0024",
-        W,
+        WRN,
         "Timeout on target service invocation on request '{request_id}'. Waiting for {duration} "
         "seconds before next try ({attempt}/{attempts}).",
     ),

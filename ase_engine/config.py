@@ -88,8 +88,7 @@ def _required_int(params: Mapping[str, Any], name: str, default: int, minimum: i
     value, valid = parse_int(params.get(name), default, minimum)
     if not valid or value is None:
         raise ParameterError(
-            f"Invalid value '{params.get(name)}' for parameter '{name}': "
-            f"an integer number >= {minimum} is expected."
+            f"Invalid value '{params.get(name)}' for parameter '{name}': an integer number >= {minimum} is expected."
         )
     return value
 
@@ -208,7 +207,7 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> int:
         """Seconds to wait before retry number ``retry`` (1-based)."""
-        return self.base_interval * self.factor ** (retry - 1)
+        return int(self.base_interval * self.factor ** (retry - 1))
 
     @property
     def total_duration(self) -> int:
@@ -315,9 +314,7 @@ def parse_service_unit(
     if not service:
         raise ParameterError("The section 'provides' must declare a 'service-name'.")
     if not NAME_RE.match(service):
-        raise ParameterError(
-            f"Invalid ASE service name '{service}': letters, digits, '_', '.' and '-' only."
-        )
+        raise ParameterError(f"Invalid ASE service name '{service}': letters, digits, '_', '.' and '-' only.")
     target_url = str(consumes.get("target-url") or "").strip()
     if not re.match(r"^https?://[^\s/]+", target_url):
         raise ParameterError(

@@ -279,8 +279,13 @@ class SendingProcess:
         try:
             message = Message.from_frame(headers, body)
         except MalformedMessage as exc:
-            unit_log.error("message %s on queue '%s' is not an ASE message (%s): moved to '%s'",
-                           headers.get("message-id"), areas.pending, exc, areas.error)
+            unit_log.error(
+                "message %s on queue '%s' is not an ASE message (%s): moved to '%s'",
+                headers.get("message-id"),
+                areas.pending,
+                exc,
+                areas.error,
+            )
             parked = {k: v for k, v in headers.items() if k not in ("ack", "subscription", "message-id", "destination")}
             parked.update({"persistent": "true", "ase-last-outcome": "malformed", "ase-last-error": str(exc)})
             self._move(unit, conn, ack_id, areas.error, parked, body)
@@ -332,17 +337,28 @@ class SendingProcess:
             return
         if code:  # a fault is a business answer: no error is logged (PROC-025)
             codes.log(unit_log, code, request_id=message.id, queue=area)
-        self._event(message, kind, area, attempt=parked.attempt, status=result.status, outcome_code=code,
-                    detail=result.reason)
+        self._event(
+            message, kind, area, attempt=parked.attempt, status=result.status, outcome_code=code, detail=result.reason
+        )
 
     def _move(
-        self, unit: ServiceUnitConfig, conn: StompConnection, ack_id: str, area: str, headers: dict[str, str], body: bytes
+        self,
+        unit: ServiceUnitConfig,
+        conn: StompConnection,
+        ack_id: str,
+        area: str,
+        headers: dict[str, str],
+        body: bytes,
     ) -> bool:
         try:
             wait(conn.move(ack_id, queue(area), headers, body), self.component.receipt_timeout)
         except BrokerUnavailable as exc:
-            codes.log(logging.getLogger(f"ase.sending.{unit.service}"), "SE-ASE-E0007",
-                      area=unit.areas.pending, reason=str(exc))
+            codes.log(
+                logging.getLogger(f"ase.sending.{unit.service}"),
+                "SE-ASE-E0007",
+                area=unit.areas.pending,
+                reason=str(exc),
+            )
             return False
         return True
 

@@ -93,7 +93,9 @@ class HttpTarget:
                 status = response.status_code
                 content_type = response.headers.get("content-type", "")
         except httpx.TimeoutException as exc:
-            return Result(Outcome.TIMEOUT, None, f"no answer within {timeout:g} s ({type(exc).__name__})", None, _ms(started))
+            return Result(
+                Outcome.TIMEOUT, None, f"no answer within {timeout:g} s ({type(exc).__name__})", None, _ms(started)
+            )
         except httpx.HTTPError as exc:
             return Result(Outcome.ERROR, None, f"{type(exc).__name__}: {exc}".rstrip(": "), None, _ms(started))
         outcome = classify(status, content_type, body)

@@ -145,7 +145,12 @@ class Stack:
         log.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env or self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            cwd=ROOT,
+            env=env or self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         self.procs[name] = proc
@@ -202,7 +207,11 @@ class Stack:
 
     def broker_script(self, verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [str(ROOT / "scripts" / "activemq.sh"), verb], cwd=ROOT, env=self.env, capture_output=True, text=True,
+            [str(ROOT / "scripts" / "activemq.sh"), verb],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
             timeout=180,
         )
         if check and result.returncode != 0:
@@ -287,22 +296,67 @@ class Stack:
         """The web tier exactly as scripts/up.sh starts it (uvicorn, 2 workers)."""
         if port_in_use(WEB_PORT):
             raise BenchError(f"port {WEB_PORT} is already in use")
-        self.spawn("web", [PY, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
-                           "--port", str(WEB_PORT), "--workers", str(workers), "--no-access-log"])
+        self.spawn(
+            "web",
+            [
+                PY,
+                "-m",
+                "uvicorn",
+                "console.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(WEB_PORT),
+                "--workers",
+                str(workers),
+                "--no-access-log",
+            ],
+        )
         self.wait_http("web", f"http://127.0.0.1:{WEB_PORT}/healthz")
 
     def start_worker(self, name: str = "worker", node: str = "ase-bench") -> None:
         """A Celery worker hosting the sending process, with scripts/up.sh's command line."""
-        self.spawn(name, [PY, "-m", "celery", "-A", "console", "worker", "--pool", "threads", "--concurrency", "4",
-                          "-n", f"{node}@%h", "--loglevel", "INFO"])
+        self.spawn(
+            name,
+            [
+                PY,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+                "-n",
+                f"{node}@%h",
+                "--loglevel",
+                "INFO",
+            ],
+        )
         self.wait_log(name, "ready.")
 
     def start_target(self) -> str:
         """The benchmark target (bench/target_app.py) under uvicorn, one process."""
         if port_in_use(TARGET_PORT):
             raise BenchError(f"port {TARGET_PORT} is already in use")
-        self.spawn("target", [PY, "-m", "uvicorn", "bench.target_app:app", "--host", "127.0.0.1",
-                              "--port", str(TARGET_PORT), "--no-access-log", "--log-level", "warning"])
+        self.spawn(
+            "target",
+            [
+                PY,
+                "-m",
+                "uvicorn",
+                "bench.target_app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(TARGET_PORT),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+        )
         base = f"http://127.0.0.1:{TARGET_PORT}"
         self.wait_http("target", f"{base}/_stats")
         return base

@@ -99,9 +99,7 @@ async def ingress(request: HttpRequest, service: str) -> JsonResponse:
     except _BadMultipart as exc:
         return _error(400, str(exc))
     accepted_at = datetime.fromtimestamp(message.incoming_timestamp / 1000, tz=UTC)
-    return JsonResponse(
-        {"id": message.id, "service": unit.service, "accepted_at": accepted_at.isoformat()}, status=202
-    )
+    return JsonResponse({"id": message.id, "service": unit.service, "accepted_at": accepted_at.isoformat()}, status=202)
 
 
 async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
@@ -142,7 +140,11 @@ def _attachments(request: HttpRequest, content_type: str, body: bytes) -> list[A
         fields, files = MultiPartParser(meta, io.BytesIO(body), request.upload_handlers, request.encoding).parse()
     except MultiPartParserError as exc:
         raise _BadMultipart(f"Malformed multipart/form-data body: {exc}") from None
-    parts = [Attachment(name=n, filename=None, content_type="text/plain", size=len(v.encode())) for n, v in fields.items()]
+    parts = [
+        Attachment(name=n, filename=None, content_type="text/plain", size=len(v.encode())) for n, v in fields.items()
+    ]
     for name, upload in files.items():
-        parts.append(Attachment(name=name, filename=upload.name, content_type=upload.content_type or "", size=upload.size))
+        parts.append(
+            Attachment(name=name, filename=upload.name, content_type=upload.content_type or "", size=upload.size)
+        )
     return parts

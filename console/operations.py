@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -220,7 +219,10 @@ def notify_workers(wait: bool = False, services: list[str] | None = None) -> lis
             "ase_sync", arguments={"wait": wait}, reply=wait, timeout=timeout, limit=limit if wait else None
         )
     except Exception as exc:  # noqa: BLE001 - workers converge by polling anyway
-        log.warning("could not broadcast to the worker instances (%s: %s); they apply it on their next sync",
-                    type(exc).__name__, exc)
+        log.warning(
+            "could not broadcast to the worker instances (%s: %s); they apply it on their next sync",
+            type(exc).__name__,
+            exc,
+        )
         return []
     return [dict(reply) for reply in replies or []]

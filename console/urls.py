@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
+from django.views.generic import RedirectView
 
 from console.ingress import ingress
 
@@ -13,4 +14,6 @@ urlpatterns = [
     path("ase/<str:service>/", ingress, name="ingress"),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    # The operations console comes with its own issue; until then the Django admin is the console.
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

@@ -91,7 +91,11 @@ class BrokerControl:
 
     def _script(self, verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(ROOT / "scripts" / "activemq.sh"), verb], env=self.env, capture_output=True, text=True, check=check,
+            [str(ROOT / "scripts" / "activemq.sh"), verb],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
             timeout=180,
         )
 
@@ -124,13 +128,16 @@ class BrokerControl:
             conn.disconnect()
         return None if stats is None else int(stats["size"])
 
-    def drain(self, queue_name: str, expect: int | None = None, timeout: float = 10) -> list[tuple[dict[str, str], bytes]]:
+    def drain(
+        self, queue_name: str, expect: int | None = None, timeout: float = 10
+    ) -> list[tuple[dict[str, str], bytes]]:
         """Consume (and remove) every message of a queue; waits for ``expect`` messages if given."""
         got: list[tuple[dict[str, str], bytes]] = []
         from ase_engine.broker import StompConnection, queue, wait
 
-        conn = StompConnection(self.component(), name=f"drain-{uuid.uuid4().hex[:6]}",
-                               on_message=lambda h, b: got.append((h, b)))
+        conn = StompConnection(
+            self.component(), name=f"drain-{uuid.uuid4().hex[:6]}", on_message=lambda h, b: got.append((h, b))
+        )
         conn.connect()
         try:
             wait(conn.subscribe(queue(queue_name), "drain", ack="auto", prefetch=1000), 5)

@@ -45,8 +45,9 @@ class Poster(threading.Thread):
         n = 0
         while not self.halt.is_set() and n < self.limit and time.monotonic() < self.deadline:
             started = time.monotonic()
-            response = client.post(f"/ase/{self.service}/", data=f'{{"n": {n}}}'.encode(),
-                                   content_type="application/json")
+            response = client.post(
+                f"/ase/{self.service}/", data=f'{{"n": {n}}}'.encode(), content_type="application/json"
+            )
             self.answers.append(Answer(started, time.monotonic(), response.status_code, response.json()))
             n += 1
             time.sleep(0.005)

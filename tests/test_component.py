@@ -63,8 +63,9 @@ def test_bad_runtime_parameters_warn_and_use_the_default(component_settings, val
 def test_manage_py_refuses_to_start_with_a_malformed_broker_url():
     env = {**os.environ, "ASE_BROKER_URL": "not a url", "DJANGO_SETTINGS_MODULE": "console.settings"}
 
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
     assert result.returncode != 0
     assert "ERROR SE-ASE-E0015: The mandatory parameter 'Broker URL' is malformed" in result.stderr
@@ -92,8 +93,11 @@ def test_worker_with_an_unreachable_broker_logs_e0006_and_keeps_trying(workers, 
     assert "SE-ASE-E0006: An error occurs during the connection to the persistence service: " in worker.log
     assert worker.log.count("SE-ASE-E0006") == 1, "an outage is logged once, not once per retry"
     assert "Traceback" not in worker.log
-    wait_until(lambda: WorkerInstance.objects.filter(name=worker.name, connection_status="disconnected").exists(),
-               10, what="the instance reported as disconnected")
+    wait_until(
+        lambda: WorkerInstance.objects.filter(name=worker.name, connection_status="disconnected").exists(),
+        10,
+        what="the instance reported as disconnected",
+    )
 
 
 def test_log_records_never_carry_a_stack_trace():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ase_engine.config import ComponentConfig
 from ase_engine.broker import StompConnection
+from ase_engine.config import ComponentConfig
 from tests.conftest import ROOT, free_port, wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -43,8 +43,9 @@ def test_run_command_brings_up_a_working_demo(tmp_path: Path, broker) -> None:  
     }
     env.pop("ASE_BROKER_HOME", None)
     try:
-        up = subprocess.run([str(ROOT / "scripts" / "up.sh")], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+        up = subprocess.run(
+            [str(ROOT / "scripts" / "up.sh")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         assert f"http://127.0.0.1:{http_port}/" in up.stdout
         assert "admin / demo-password" in up.stdout
@@ -58,22 +59,30 @@ def test_run_command_brings_up_a_working_demo(tmp_path: Path, broker) -> None:  
         def received() -> list[dict]:  # type: ignore[type-arg]
             return json.loads(http("GET", f"http://127.0.0.1:{target_port}/received")[1])
 
-        wait_until(lambda: any(r["headers"].get("X-ASE-Message-Id") == order_id for r in received()), 30,
-                   what="the order at the demo target")
+        wait_until(
+            lambda: any(r["headers"].get("X-ASE-Message-Id") == order_id for r in received()),
+            30,
+            what="the order at the demo target",
+        )
         connection = StompConnection(ComponentConfig(broker_url=f"127.0.0.1:{broker_port}"), name="demo-test")
         connection.connect()
         try:
             wait_until(
-                lambda: (connection.queue_stats(["FaultyServiceAssured_fault"])["FaultyServiceAssured_fault"]
-                         or {}).get("size") == 1,
+                lambda: (
+                    (connection.queue_stats(["FaultyServiceAssured_fault"])["FaultyServiceAssured_fault"] or {}).get(
+                        "size"
+                    )
+                    == 1
+                ),
                 30,
                 what="the faulted request in FaultyServiceAssured_fault",
             )
         finally:
             connection.disconnect()
     finally:
-        down = subprocess.run([str(ROOT / "scripts" / "down.sh")], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=180)
+        down = subprocess.run(
+            [str(ROOT / "scripts" / "down.sh")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+        )
     assert down.returncode == 0, down.stdout[-2000:] + down.stderr[-2000:]
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=2)

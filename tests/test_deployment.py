@@ -38,18 +38,33 @@ DESCRIPTOR = """<?xml version="1.0"?>
 """
 
 
-def descriptor(service: str, provides_itf: str = "OrderInterface", provides_extra: str = "",
-               consumes_extra: str = "", consumes_start: str = "true") -> bytes:
-    return DESCRIPTOR.format(service=service, provides_itf=provides_itf, provides_extra=provides_extra,
-                             consumes_extra=consumes_extra, consumes_start=consumes_start).encode()
+def descriptor(
+    service: str,
+    provides_itf: str = "OrderInterface",
+    provides_extra: str = "",
+    consumes_extra: str = "",
+    consumes_start: str = "true",
+) -> bytes:
+    return DESCRIPTOR.format(
+        service=service,
+        provides_itf=provides_itf,
+        provides_extra=provides_extra,
+        consumes_extra=consumes_extra,
+        consumes_start=consumes_start,
+    ).encode()
 
 
 def test_deploy_creates_every_queue_of_the_persistence_area(broker, transactional_db, service_name):
     result = operations.deploy_descriptor(descriptor(service_name), "jbi.xml")
 
     assert result.created
-    queues = [service_name, f"{service_name}_expired", f"{service_name}_timedout", f"{service_name}_error",
-              f"{service_name}_fault"]
+    queues = [
+        service_name,
+        f"{service_name}_expired",
+        f"{service_name}_timedout",
+        f"{service_name}_error",
+        f"{service_name}_fault",
+    ]
     conn = broker.connection()
     stats = conn.queue_stats(queues)
     conn.disconnect()
@@ -99,8 +114,11 @@ def test_deploy_logs_the_descriptor_warnings_w0003_w0012(broker, transactional_d
 def test_conflicting_queue_names_abort_the_deployment_with_e0022(broker, transactional_db, service_name):
     with pytest.raises(DeploymentError) as error:
         operations.deploy_descriptor(
-            descriptor(service_name, provides_extra="<ase:persistence-area-name>a</ase:persistence-area-name>",
-                       consumes_extra="<ase:persistence-area-name>b</ase:persistence-area-name>"),
+            descriptor(
+                service_name,
+                provides_extra="<ase:persistence-area-name>a</ase:persistence-area-name>",
+                consumes_extra="<ase:persistence-area-name>b</ase:persistence-area-name>",
+            ),
             "jbi.xml",
         )
 
@@ -121,8 +139,9 @@ def test_unreachable_broker_aborts_the_deployment_with_e0001(transactional_db, s
         installed_component.cache_clear()
 
     assert error.value.code.id == "SE-ASE-E0001"
-    assert error.value.public.startswith(f"ERROR SE-ASE-E0001: An error occurs creating the persistence area "
-                                         f"'{service_name}': ")
+    assert error.value.public.startswith(
+        f"ERROR SE-ASE-E0001: An error occurs creating the persistence area '{service_name}': "
+    )
     assert not ServiceUnit.objects.filter(service=service_name).exists()
     assert [r for r in caplog.records if getattr(r, "ase_code", "") == "SE-ASE-E0001"][0].exc_info is not True
 
@@ -142,7 +161,9 @@ def test_undeploy_keeps_the_queues_and_their_messages(broker, transactional_db, 
 def test_mustbeautomaticallystarted_false_leaves_processes_stopped(broker, transactional_db, service_name):
     xml = descriptor(service_name, consumes_start="false").replace(
         b"<ase:mustBeAutomaticallyStarted>true</ase:mustBeAutomaticallyStarted>",
-        b"<ase:mustBeAutomaticallyStarted>false</ase:mustBeAutomaticallyStarted>", 1)
+        b"<ase:mustBeAutomaticallyStarted>false</ase:mustBeAutomaticallyStarted>",
+        1,
+    )
 
     unit = operations.deploy_descriptor(xml, "jbi.xml").unit
 
@@ -158,11 +179,16 @@ def test_non_boolean_autostart_warns_w0017_and_starts(broker, transactional_db, 
 
 @pytest.mark.parametrize(
     ("process", "start", "code"),
-    [("posting", True, "SE-ASE-W0018"), ("posting", False, "SE-ASE-W0019"),
-     ("sending", False, "SE-ASE-W0020"), ("sending", True, "SE-ASE-W0021")],
+    [
+        ("posting", True, "SE-ASE-W0018"),
+        ("posting", False, "SE-ASE-W0019"),
+        ("sending", False, "SE-ASE-W0020"),
+        ("sending", True, "SE-ASE-W0021"),
+    ],
 )
-def test_starting_or_stopping_twice_is_refused_with_its_warning(broker, transactional_db, service_name, process,
-                                                                start, code):
+def test_starting_or_stopping_twice_is_refused_with_its_warning(
+    broker, transactional_db, service_name, process, start, code
+):
     operations.deploy_descriptor(descriptor(service_name), "jbi.xml")
     if not start:
         operations.set_process(process, False, service_name)

@@ -35,7 +35,7 @@ def test_post_persists_the_whole_message_before_answering_202(client, broker, de
     answer = response.json()
     assert answer["service"] == service_name
     assert answer["accepted_at"].endswith("+00:00")
-    (headers, body), = broker.drain(service_name, expect=1)
+    ((headers, body),) = broker.drain(service_name, expect=1)
     message = Message.from_frame(headers, body)
     assert message.id == answer["id"]
     assert message.payload == b'{"order": 1}'
@@ -54,7 +54,7 @@ def test_binary_body_is_stored_byte_for_byte(client, broker, deploy, service_nam
     response = post(client, service_name, payload, content_type="application/octet-stream")
 
     assert response.status_code == 202
-    (headers, body), = broker.drain(service_name, expect=1)
+    ((headers, body),) = broker.drain(service_name, expect=1)
     assert Message.from_frame(headers, body).payload == payload
 
 
@@ -64,7 +64,7 @@ def test_robust_in_only_is_accepted(client, broker, deploy, service_name):
     response = post(client, service_name, **{"X-ASE-MEP": "RobustInOnly"})
 
     assert response.status_code == 202
-    (headers, body), = broker.drain(service_name, expect=1)
+    ((headers, body),) = broker.drain(service_name, expect=1)
     assert Message.from_frame(headers, body).mep == "RobustInOnly"
 
 
@@ -108,8 +108,10 @@ def test_stopped_posting_process_answers_503_with_e0011(client, broker, deploy, 
     response = post(client, service_name)
 
     assert response.status_code == 503
-    assert response.json()["error"].startswith(f"ERROR SE-ASE-E0011: An error occurs saving a request in the "
-                                                f"persistence area '{service_name}': the posting process is stopped")
+    assert response.json()["error"].startswith(
+        f"ERROR SE-ASE-E0011: An error occurs saving a request in the "
+        f"persistence area '{service_name}': the posting process is stopped"
+    )
     assert broker.depth(service_name) == 0
 
 
@@ -133,15 +135,15 @@ def test_multipart_attachments_are_described_and_kept_in_the_body(client, broker
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     boundary = "ASEboundary"
     body = (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"order\"\r\n\r\n{{\"order\": 7}}\r\n"
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"invoice\"; filename=\"invoice.pdf\"\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="order"\r\n\r\n{{"order": 7}}\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="invoice"; filename="invoice.pdf"\r\n'
         f"Content-Type: application/pdf\r\n\r\n%PDF-1.4 fake\r\n--{boundary}--\r\n"
     ).encode()
 
     response = post(client, service_name, body, content_type=f"multipart/form-data; boundary={boundary}")
 
     assert response.status_code == 202
-    (headers, stored), = broker.drain(service_name, expect=1)
+    ((headers, stored),) = broker.drain(service_name, expect=1)
     message = Message.from_frame(headers, stored)
     assert message.payload == body
     assert message.content_type == f"multipart/form-data; boundary={boundary}"
@@ -172,8 +174,12 @@ def test_accepted_request_has_a_posted_history_event(client, broker, deploy, ser
 
 
 def test_posting_uses_the_configured_pending_queue(client, broker, deploy, service_name):
-    deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false",
-           **{"persistence-area-name": f"{service_name}_custom"})
+    deploy(
+        service_name,
+        "http://127.0.0.1:9/never",
+        mustBeAutomaticallyStarted="false",
+        **{"persistence-area-name": f"{service_name}_custom"},
+    )
 
     assert post(client, service_name).status_code == 202
     assert broker.depth(f"{service_name}_custom") == 1

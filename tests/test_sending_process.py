@@ -91,7 +91,7 @@ def test_fault_moves_request_to_fault_area_with_the_answer(broker, target, sendi
         wait_until(lambda: EventKind.FAULT in history.kinds(message.id), 10, what="fault")
 
     assert broker.depth(unit.areas.pending) == 0
-    (headers, body), = broker.drain(unit.areas.fault, expect=1)
+    ((headers, body),) = broker.drain(unit.areas.fault, expect=1)
     parked = Message.from_frame(headers, body)
     assert parked.id == message.id and parked.payload == message.payload
     assert (parked.last_outcome, parked.last_status, parked.attempt) == ("fault", 422, 1)
@@ -111,8 +111,9 @@ def test_soap_fault_in_a_500_answer_is_a_fault(broker, target, sending, history,
 
 
 @pytest.mark.parametrize("status", [500, 503, 408, 429])
-def test_technical_error_moves_request_to_error_area_with_e0020(broker, target, sending, history, service_name,
-                                                                 caplog, status):
+def test_technical_error_moves_request_to_error_area_with_e0020(
+    broker, target, sending, history, service_name, caplog, status
+):
     unit = unit_for(service_name, target.on("/e", status, b"down", "text/plain"))
     sending(unit)
 
@@ -120,7 +121,7 @@ def test_technical_error_moves_request_to_error_area_with_e0020(broker, target, 
         message = put(broker, unit)
         wait_until(lambda: EventKind.ERROR in history.kinds(message.id), 10, what="error")
 
-    (headers, body), = broker.drain(unit.areas.error, expect=1)
+    ((headers, body),) = broker.drain(unit.areas.error, expect=1)
     assert Message.from_frame(headers, body).last_status == status
     assert broker.depth(unit.areas.pending) == 0
     logged = [r for r in caplog.records if getattr(r, "ase_code", "") == "SE-ASE-E0020"]
@@ -138,7 +139,7 @@ def test_refused_connection_is_an_error(broker, sending, history, service_name):
     message = put(broker, unit)
 
     wait_until(lambda: EventKind.ERROR in history.kinds(message.id), 10, what="error")
-    (headers, body), = broker.drain(unit.areas.error, expect=1)
+    ((headers, body),) = broker.drain(unit.areas.error, expect=1)
     assert "ConnectError" in (Message.from_frame(headers, body).last_error or "")
 
 
@@ -170,8 +171,9 @@ def test_expired_request_moves_to_expired_area_with_w0011(broker, target, sendin
     assert any(getattr(r, "ase_code", "") == "SE-ASE-W0011" for r in caplog.records)
 
 
-def test_malformed_frame_is_parked_in_error_area_and_the_process_goes_on(broker, target, sending, history,
-                                                                         service_name):
+def test_malformed_frame_is_parked_in_error_area_and_the_process_goes_on(
+    broker, target, sending, history, service_name
+):
     unit = unit_for(service_name, target.on("/ok", 200, b"{}", "application/json"))
     sending(unit)
     conn = broker.connection()
@@ -181,7 +183,7 @@ def test_malformed_frame_is_parked_in_error_area_and_the_process_goes_on(broker,
     message = put(broker, unit)
 
     wait_until(lambda: EventKind.ACKED in history.kinds(message.id), 10, what="the next message")
-    (headers, body), = broker.drain(unit.areas.error, expect=1)
+    ((headers, body),) = broker.drain(unit.areas.error, expect=1)
     assert body == b"not an ASE message"
     assert headers["ase-last-outcome"] == "malformed"
 
@@ -189,8 +191,9 @@ def test_malformed_frame_is_parked_in_error_area_and_the_process_goes_on(broker,
 def test_custom_queue_names_are_used_for_every_area(broker, target, sending, history, service_name):
     from ase_engine.config import QueueNames
 
-    queues = QueueNames(f"{service_name}_in", f"{service_name}_x", f"{service_name}_t", f"{service_name}_e",
-                        f"{service_name}_e")
+    queues = QueueNames(
+        f"{service_name}_in", f"{service_name}_x", f"{service_name}_t", f"{service_name}_e", f"{service_name}_e"
+    )
     unit = unit_for(service_name, target.on("/f", 400, b"no", "text/plain"), queues=queues)
     sending(unit)
 
@@ -228,8 +231,9 @@ def test_stopping_waits_for_the_invocation_in_flight(broker, target, sending, hi
     assert broker.depth(unit.areas.pending) == 0
 
 
-def test_stop_timeout_bounds_the_wait_and_the_request_stays_in_the_broker(broker, target, sending, history,
-                                                                          service_name):
+def test_stop_timeout_bounds_the_wait_and_the_request_stays_in_the_broker(
+    broker, target, sending, history, service_name
+):
     unit = unit_for(service_name, target.on("/slow", "sleep", 4, 200), timeout_ms=10_000, stop_timeout=1)
     process = sending(unit)
     put(broker, unit)

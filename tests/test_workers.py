@@ -37,8 +37,9 @@ def test_worker_delivers_a_posted_request_to_the_target(broker, target, deploy, 
 
     wait_until(lambda: delivered_ids(target, "/ok") == [message_id], 15, what="delivery")
     wait_until(lambda: broker.depth(service_name) == 0, 10, what="ack")
-    wait_until(lambda: MessageEvent.objects.filter(message_id=message_id, kind="acked").exists(), 10,
-               what="acked event")
+    wait_until(
+        lambda: MessageEvent.objects.filter(message_id=message_id, kind="acked").exists(), 10, what="acked event"
+    )
 
 
 def test_stopping_the_sending_process_reaches_every_instance(broker, target, deploy, workers, service_name):
@@ -73,8 +74,11 @@ def test_instances_share_one_queue_and_deliver_each_request_once(broker, target,
     wait_until(lambda: len(delivered_ids(target, "/ok")) >= 40, 30, what="40 deliveries")
     time.sleep(0.5)
     assert sorted(delivered_ids(target, "/ok")) == sorted(ids)
-    wait_until(lambda: MessageEvent.objects.filter(service=service_name, kind="acked").count() == 40, 10,
-               what="40 acked events")
+    wait_until(
+        lambda: MessageEvent.objects.filter(service=service_name, kind="acked").count() == 40,
+        10,
+        what="40 acked events",
+    )
     instances = set(MessageEvent.objects.filter(service=service_name, kind="acked").values_list("instance", flat=True))
     assert instances == {first.name, second.name}
 
@@ -91,8 +95,11 @@ def test_kill_9_of_worker_during_invocation_loses_nothing(broker, target, deploy
     wait_until(lambda: broker.depth(service_name) == 1, 15, what="the request back in PENDING")
     target.behaviours["/slow"] = (200, b"{}", "application/json")
     workers()
-    wait_until(lambda: MessageEvent.objects.filter(message_id=message_id, kind="acked").exists(), 30,
-               what="delivery by the restarted worker")
+    wait_until(
+        lambda: MessageEvent.objects.filter(message_id=message_id, kind="acked").exists(),
+        30,
+        what="delivery by the restarted worker",
+    )
     assert broker.depth(service_name) == 0
     assert set(delivered_ids(target, "/slow")) == {message_id}
 
