@@ -73,6 +73,8 @@ class SendingProcess:
         self.target = target or HttpTarget(max_connections=concurrency * 2)
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ase-send")
         self._lock = threading.RLock()
+        self._subscribing = threading.Lock()
+        self._released: set[str] = set()
         self._desired: dict[str, ServiceUnitConfig] = {}
         self._subs: dict[str, _Subscription] = {}
         self._by_id: dict[str, _Subscription] = {}
@@ -147,14 +149,26 @@ class SendingProcess:
     # -- subscriptions -----------------------------------------------------
 
     def _subscribe_missing(self) -> None:
-        with self._lock:
-            conn = self._conn
-            missing = [u for s, u in self._desired.items() if s not in self._subs]
+        """Subscribe every wanted unit that has no subscription yet.
+
+        ``_lock`` is never held while waiting for the broker: the receiver
+        thread needs it to dispatch messages, and the RECEIPT we wait for
+        arrives on that same thread. ``_subscribing`` keeps two callers (the
+        supervisor after a reconnection, ``apply``) from subscribing a unit twice.
+        """
+        with self._subscribing:
+            with self._lock:
+                conn = self._conn
+                missing = [u for s, u in self._desired.items() if s not in self._subs]
             for unit in missing:
                 if conn is None:
                     return
                 sub = _Subscription(unit=unit, id=f"{unit.service}-{uuid.uuid4().hex[:12]}")
                 unit_log = logging.getLogger(f"ase.sending.{unit.service}")
+                with self._lock:
+                    # Known before the SUBSCRIBE leaves: messages may arrive before its receipt.
+                    self._subs[unit.service] = sub
+                    self._by_id[sub.id] = sub
                 try:
                     wait(
                         conn.subscribe(queue(unit.areas.pending), sub.id, prefetch=self.concurrency),
@@ -162,10 +176,20 @@ class SendingProcess:
                     )
                 except BrokerUnavailable as exc:
                     codes.log(unit_log, "SE-ASE-W0023", reason=str(exc))
+                    sub.stopping = True
+                    self._release(conn, sub.id)
+                    with self._lock:
+                        self._subs.pop(unit.service, None)
+                        self._by_id.pop(sub.id, None)
                     continue
-                self._subs[unit.service] = sub
-                self._by_id[sub.id] = sub
                 codes.log(unit_log, "SE-ASE-I0002")
+
+    def _release(self, conn: StompConnection, subscription: str) -> None:
+        """Unsubscribe without waiting, so the broker gives the subscription's messages to others."""
+        try:
+            conn.unsubscribe(subscription)
+        except BrokerUnavailable:
+            pass  # the connection is gone: the broker released everything already
 
     def _drain_and_unsubscribe(self, sub: _Subscription) -> StopReport:
         unit = sub.unit
@@ -243,11 +267,17 @@ class SendingProcess:
 
     def _on_message(self, headers: dict[str, str], body: bytes) -> None:
         """Receiver thread: hand the message to the pool, never block here."""
+        subscription = headers.get("subscription", "")
         with self._lock:
-            sub = self._by_id.get(headers.get("subscription", ""))
+            sub = self._by_id.get(subscription)
+            conn = self._conn
         if sub is None:
-            return  # a subscription already removed; the broker will redeliver
-        conn = self._conn
+            # A subscription we no longer know (its SUBSCRIBE timed out): release it, or its
+            # messages would wait for an ACK that never comes.
+            if conn is not None and subscription not in self._released:
+                self._released.add(subscription)
+                self._release(conn, subscription)
+            return
         with sub.drained:
             sub.in_flight += 1
         try:

@@ -77,7 +77,8 @@ def descriptor(service: str, queue: str, target_url: str, *, posting: bool, send
       <ase:mustBeAutomaticallyStarted>{flag[posting]}</ase:mustBeAutomaticallyStarted>
       <ase:stop-timeout>10</ase:stop-timeout>
     </jbi:provides>
-    <jbi:consumes interface-name="b:BenchInterface" service-name="b:{service}Target" endpoint-name="{service}TargetEndpoint">
+    <jbi:consumes interface-name="b:BenchInterface" service-name="b:{service}Target"
+        endpoint-name="{service}TargetEndpoint">
       <petalsCDK:mep>InOnly</petalsCDK:mep>
       <petalsCDK:timeout>10000</petalsCDK:timeout>
       <ase:target-url>{target_url}</ase:target-url>
@@ -314,7 +315,7 @@ class Stack:
         )
         self.wait_http("web", f"http://127.0.0.1:{WEB_PORT}/healthz")
 
-    def start_worker(self, name: str = "worker", node: str = "ase-bench") -> None:
+    def start_worker(self, name: str = "worker", node: str = "ase-bench", wait: bool = True) -> None:
         """A Celery worker hosting the sending process, with scripts/up.sh's command line."""
         self.spawn(
             name,
@@ -335,7 +336,26 @@ class Stack:
                 "INFO",
             ],
         )
-        self.wait_log(name, "ready.")
+        if wait:
+            self.wait_log(name, "ready.")
+
+    def cpu_seconds(self, name: str) -> float:
+        """User + system CPU time of every live process in the process group of ``name``."""
+        proc = self.procs.get(name)
+        if proc is None:
+            return 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                fields = (Path("/proc") / entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == proc.pid:  # process group id (the leader ran setsid)
+                total += (int(fields[11]) + int(fields[12])) / tick
+        return total
 
     def start_target(self) -> str:
         """The benchmark target (bench/target_app.py) under uvicorn, one process."""

@@ -246,3 +246,28 @@ def test_stop_timeout_bounds_the_wait_and_the_request_stays_in_the_broker(
     assert time.monotonic() - started < 3
     # Unsubscribed before the target answered: the broker still holds the request.
     wait_until(lambda: broker.depth(unit.areas.pending) == 1, 10, what="the request back in PENDING")
+    # Let the abandoned invocation end (its late ACK fails with E0007) before the process is stopped.
+    wait_until(lambda: len(target.received) == 1, 10, what="the slow call to end")
+    time.sleep(0.3)
+
+
+def test_units_with_waiting_requests_start_together_without_stalling(broker, target, history, service_name):
+    """Requests already queued for several units are dispatched while the next unit subscribes;
+    every unit starts at once and every request is delivered (no subscription is lost)."""
+    url = target.on("/ok", 200, b"{}", "application/json")
+    units = [unit_for(f"{service_name}{n}", url) for n in range(4)]
+    conn = broker.connection()
+    for unit in units:
+        conn.ensure_queues(unit.areas.all())
+    conn.disconnect()
+    messages = [put(broker, unit) for unit in units for _ in range(3)]
+    process = SendingProcess(broker.component(), history, concurrency=2, instance="test")
+    process.start()
+    try:
+        started = time.monotonic()
+        process.apply(units)
+        wait_until(lambda: all(EventKind.ACKED in history.kinds(m.id) for m in messages), 15, what="12 deliveries")
+        assert time.monotonic() - started < 4, "a subscription waited for a receipt it could not get"
+        assert sorted(process.services) == sorted(u.service for u in units)
+    finally:
+        process.stop()

@@ -1,0 +1,44 @@
+"""The "plain Celery task" baseline of bench/delivery.py.
+
+What a team would write without ASE: a Celery task over Redis that posts the
+body to the target with httpx, acknowledged late (``acks_late=True``) and
+retried on transport errors and 5xx (``autoretry_for=(httpx.HTTPError,)``).
+
+    celery -A bench.plain_celery worker --pool threads --concurrency 8
+
+Broker: Redis database 13 (``BENCH_CELERY_BROKER``), queue ``bench_plain`` (not
+``celery``, so a worker of the product sharing the database never sees these
+tasks); no result backend. Target: ``BENCH_TARGET_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+from celery import Celery
+
+BROKER_URL = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/13")
+TARGET_URL = os.environ.get("BENCH_TARGET_URL", "http://127.0.0.1:8654/celery")
+QUEUE = "bench_plain"
+
+app = Celery("bench_plain", broker=BROKER_URL)
+app.conf.update(
+    task_default_queue=QUEUE,
+    task_serializer="json",
+    accept_content=["json"],
+    task_ignore_result=True,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+)
+
+# One pooled client per worker process, shared by its threads (httpx.Client is thread-safe).
+_client = httpx.Client(limits=httpx.Limits(max_connections=16, max_keepalive_connections=16), timeout=10.0)
+
+
+@app.task(name="bench.deliver", acks_late=True, autoretry_for=(httpx.HTTPError,), retry_backoff=True, max_retries=5)
+def deliver(message_id: str, body: str, content_type: str = "application/json") -> None:
+    response = _client.post(
+        TARGET_URL, content=body.encode(), headers={"Content-Type": content_type, "X-Bench-Id": message_id}
+    )
+    response.raise_for_status()
