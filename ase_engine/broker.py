@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 import stomp
@@ -44,6 +45,16 @@ MessageHandler = Callable[[dict[str, str], bytes], None]
 # without taking anything from it.
 _NO_MESSAGE_SELECTOR = "JMSType = 'ase.create-queue.no-message-matches'"
 _STATS_PREFIX = "/queue/ActiveMQ.Statistics.Destination."
+
+
+@dataclass(frozen=True)
+class Move:
+    """One message to send to ``destination`` while acknowledging ``ack_id``."""
+
+    ack_id: str
+    destination: str
+    headers: dict[str, str]
+    body: bytes
 
 
 def queue(name: str) -> str:
@@ -216,13 +227,18 @@ class StompConnection:
         The future completes on the COMMIT's receipt. If anything fails before
         that, the broker rolls the transaction back and keeps the original.
         """
+        return self.move_many([Move(ack_id, destination, headers, body)])
+
+    def move_many(self, moves: list[Move]) -> Future[Any]:
+        """Several moves in one transaction: all of them happen, or none."""
         tx = f"{self.name}-tx-{uuid.uuid4().hex}"
         receipt, future = self._receipt()
 
         def action(conn: stomp.Connection12) -> None:
             conn.begin(transaction=tx)
-            conn.send(destination, body, headers=headers, transaction=tx)
-            conn.ack(ack_id, transaction=tx)
+            for move in moves:
+                conn.send(move.destination, move.body, headers=move.headers, transaction=tx)
+                conn.ack(move.ack_id, transaction=tx)
             conn.commit(transaction=tx, headers={"receipt": receipt})
 
         self._transmit(receipt, action)

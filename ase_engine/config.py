@@ -228,8 +228,16 @@ class QueueNames:
     def default(cls, service: str) -> QueueNames:
         return cls(service, f"{service}_expired", f"{service}_timedout", f"{service}_error", f"{service}_fault")
 
+    def retry(self, number: int) -> str:
+        """The RETRY queue of requests waiting for retry ``number`` (1-based).
+
+        One queue per retry number: every request in it waits the same delay,
+        so the queue's order is the order in which its requests fall due.
+        """
+        return f"{self.pending}_retry_{number}"
+
     def all(self) -> list[str]:
-        """Every distinct queue, PENDING first."""
+        """Every distinct queue but the RETRY ones, PENDING first."""
         seen: list[str] = []
         for name in (self.pending, self.expired, self.timedout, self.error, self.fault):
             if name not in seen:
@@ -277,6 +285,14 @@ class ServiceUnitConfig:
     def areas(self) -> QueueNames:
         assert self.queues is not None
         return self.queues
+
+    @property
+    def retries(self) -> bool:
+        """Errors and timeouts are retried only for an idempotent target (PROC-026)."""
+        return self.is_idempotent and self.retry.number > 0
+
+    def retry_queues(self) -> list[str]:
+        return [self.areas.retry(n) for n in range(1, self.retry.number + 1)] if self.retries else []
 
     def effective_ttl(self, component: ComponentConfig) -> int:
         return component.time_to_live if self.time_to_live is None else self.time_to_live

@@ -34,6 +34,7 @@ H_LAST_STATUS = "ase-last-status"
 H_LAST_ERROR = "ase-last-error"
 H_LAST_ANSWER = "ase-last-answer"
 H_LAST_AT = "ase-last-at"
+H_DUE = "ase-due"
 
 # The target's answer kept with a faulted message is cut to this many characters.
 MAX_ANSWER_CHARS = 16_384
@@ -81,6 +82,7 @@ class Message:
     last_error: str | None = None
     last_answer: str | None = None
     last_at: int | None = None
+    due: int | None = None
 
     @property
     def size(self) -> int:
@@ -127,6 +129,7 @@ class Message:
             H_LAST_ERROR: self.last_error,
             H_LAST_ANSWER: self.last_answer,
             H_LAST_AT: None if self.last_at is None else str(self.last_at),
+            H_DUE: None if self.due is None else str(self.due),
         }
         headers.update({k: v for k, v in optional.items() if v is not None})
         return headers, self.payload
@@ -137,6 +140,7 @@ class Message:
             payload = body.encode() if isinstance(body, str) else bytes(body)
             status = headers.get(H_LAST_STATUS)
             last_at = headers.get(H_LAST_AT)
+            due = headers.get(H_DUE)
             return cls(
                 id=headers[H_ID],
                 service=headers[H_SERVICE],
@@ -153,6 +157,7 @@ class Message:
                 last_error=headers.get(H_LAST_ERROR),
                 last_answer=headers.get(H_LAST_ANSWER),
                 last_at=int(last_at) if last_at else None,
+                due=int(due) if due else None,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise MalformedMessage(f"not an ASE message: {exc!r}") from None

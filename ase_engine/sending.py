@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ase_engine import codes
 from ase_engine.broker import StompConnection, queue, wait
@@ -352,23 +352,49 @@ class SendingProcess:
     def _park(
         self, unit: ServiceUnitConfig, conn: StompConnection, ack_id: str, message: Message, result: Result
     ) -> None:
-        """Move a faulted, failed or timed-out message to its area (the retry issue adds the RETRY area)."""
+        """Settle an answer other than an acknowledgement (PROC-025, PROC-026).
+
+        A fault is parked in the fault area, with no error logged. An error or
+        a timeout of an idempotent target is moved to the RETRY queue of its
+        next retry (W0022 / W0024) while retries remain; the last one, or any
+        of a non-idempotent target, is parked in the error (E0020) or timed-out
+        (E0017) area.
+        """
         unit_log = logging.getLogger(f"ase.sending.{unit.service}")
         areas = unit.areas
         outcome = result.outcome
+        failed = message.with_outcome(outcome.value, status=result.status, error=result.reason, answer=result.answer)
+        retry = failed.attempt  # retries done so far: attempt - 1; this would be retry number ``attempt``
+        if outcome is not Outcome.FAULT and unit.retries and retry <= unit.retry.number:
+            delay = unit.retry.delay(retry)
+            waiting = replace(failed, due=now_ms() + delay * 1000)
+            area = areas.retry(retry)
+            if not self._move(unit, conn, ack_id, area, *waiting.to_frame()):
+                return
+            code = "SE-ASE-W0024" if outcome is Outcome.TIMEOUT else "SE-ASE-W0022"
+            codes.log(unit_log, code, request_id=message.id, duration=delay, attempt=retry, attempts=unit.retry.number)
+            self._event(
+                message,
+                EventKind.RETRY_SCHEDULED,
+                area,
+                attempt=failed.attempt,
+                status=result.status,
+                outcome_code=code,
+                detail=f"{outcome.value}: {result.reason}; retry {retry}/{unit.retry.number} in {delay} s",
+            )
+            return
         if outcome is Outcome.FAULT:
             area, kind, code = areas.fault, EventKind.FAULT, ""
         elif outcome is Outcome.TIMEOUT:
             area, kind, code = areas.timedout, EventKind.TIMEOUT, "SE-ASE-E0017"
         else:
             area, kind, code = areas.error, EventKind.ERROR, "SE-ASE-E0020"
-        parked = message.with_outcome(outcome.value, status=result.status, error=result.reason, answer=result.answer)
-        if not self._move(unit, conn, ack_id, area, *parked.to_frame()):
+        if not self._move(unit, conn, ack_id, area, *failed.to_frame()):
             return
         if code:  # a fault is a business answer: no error is logged (PROC-025)
             codes.log(unit_log, code, request_id=message.id, queue=area)
         self._event(
-            message, kind, area, attempt=parked.attempt, status=result.status, outcome_code=code, detail=result.reason
+            message, kind, area, attempt=failed.attempt, status=result.status, outcome_code=code, detail=result.reason
         )
 
     def _move(
