@@ -133,7 +133,9 @@ def wait_delivered(stack: Stack, proc_name: str, path: str, n: int, timeout: flo
             cpu_ms = (cpu - first[0]) * 1000 / done if first and count > first[1] else float("nan")
             return current, cpu_ms
         if proc_name in stack.procs and stack.procs[proc_name].poll() is not None and count < n:
-            raise BenchError(f"{proc_name} exited after {count} of {n} deliveries:\n{stack.log_text(proc_name)[-3000:]}")
+            raise BenchError(
+                f"{proc_name} exited after {count} of {n} deliveries:\n{stack.log_text(proc_name)[-3000:]}"
+            )
         time.sleep(0.1)
     raise BenchError(f"only {stats(path, n)['distinct']} of {n} delivered within {timeout:g}s")
 
@@ -169,9 +171,24 @@ def run_raw(stack: Stack, n: int, round_no: int, timeout: float) -> Result:
     print(f"  raw    round {round_no}: preloaded {n} in {took:.1f} s (queue depth {depth}); starting the consumer")
     if depth != n:
         raise BenchError(f"queue {RAW_QUEUE} holds {depth} messages, expected {n}")
-    cmd = [PY, str(Path(__file__).with_name("raw_consumer.py")), "--port", str(BROKER_PORT), "--queue", RAW_QUEUE,
-           "--url", f"{BASE}{PATHS['raw']}", "--expect", str(n), "--prefetch", "8", "--threads", "8",
-           "--timeout", str(timeout)]
+    cmd = [
+        PY,
+        str(Path(__file__).with_name("raw_consumer.py")),
+        "--port",
+        str(BROKER_PORT),
+        "--queue",
+        RAW_QUEUE,
+        "--url",
+        f"{BASE}{PATHS['raw']}",
+        "--expect",
+        str(n),
+        "--prefetch",
+        "8",
+        "--threads",
+        "8",
+        "--timeout",
+        str(timeout),
+    ]
     stack.spawn("raw-consumer", cmd)
     try:
         current, cpu_ms = wait_delivered(stack, "raw-consumer", PATHS["raw"], n, timeout)
@@ -186,8 +203,26 @@ def run_celery(stack: Stack, n: int, round_no: int, timeout: float) -> Result:
     took = enqueue_celery(n)
     print(f"  celery round {round_no}: enqueued {n} tasks in {took:.1f} s; starting the worker")
     env = {**stack.env, "BENCH_CELERY_BROKER": REDIS_URL, "BENCH_TARGET_URL": f"{BASE}{PATHS['celery']}"}
-    stack.spawn("celery-worker", [PY, "-m", "celery", "-A", "bench.plain_celery", "worker", "--pool", "threads",
-                                  "--concurrency", "8", "-n", f"plain-{round_no}@%h", "--loglevel", "WARNING"], env=env)
+    stack.spawn(
+        "celery-worker",
+        [
+            PY,
+            "-m",
+            "celery",
+            "-A",
+            "bench.plain_celery",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "8",
+            "-n",
+            f"plain-{round_no}@%h",
+            "--loglevel",
+            "WARNING",
+        ],
+        env=env,
+    )
     try:
         current, cpu_ms = wait_delivered(stack, "celery-worker", PATHS["celery"], n, timeout)
     finally:
@@ -201,11 +236,12 @@ def run_celery(stack: Stack, n: int, round_no: int, timeout: float) -> Result:
 
 def _result(variant: str, round_no: int, n: int, current: dict, cpu_ms: float, depth_after: int | None) -> Result:
     seconds = float(current["nth"]) - float(current["first"])  # type: ignore[arg-type]
-    result = Result(variant, round_no, n, seconds, int(current["count"]), int(current["distinct"]), cpu_ms,
-                    depth_after)
-    print(f"         -> {result.rate:,.0f} msg/s ({n} in {seconds:.2f} s), received {result.received} "
-          f"({result.received - result.distinct} duplicates), consumer CPU {cpu_ms:.2f} ms/msg, "
-          f"left in queue afterwards: {depth_after}")
+    result = Result(variant, round_no, n, seconds, int(current["count"]), int(current["distinct"]), cpu_ms, depth_after)
+    print(
+        f"         -> {result.rate:,.0f} msg/s ({n} in {seconds:.2f} s), received {result.received} "
+        f"({result.received - result.distinct} duplicates), consumer CPU {cpu_ms:.2f} ms/msg, "
+        f"left in queue afterwards: {depth_after}"
+    )
     if result.distinct < n:
         raise BenchError(f"{variant}: only {result.distinct} distinct messages of {n}")
     if depth_after:
@@ -235,7 +271,10 @@ def main() -> int:
         stack.start_target()
         print("== database, service unit (sending started)")
         stack.migrate()
-        print("  " + stack.deploy(SERVICE, ASE_QUEUE, f"{BASE}{PATHS['ase']}", posting=True, sending=True).splitlines()[-1])
+        print(
+            "  "
+            + stack.deploy(SERVICE, ASE_QUEUE, f"{BASE}{PATHS['ase']}", posting=True, sending=True).splitlines()[-1]
+        )
         conn = stack.stomp("create")
         conn.ensure_queues([RAW_QUEUE])
         conn.disconnect()
@@ -255,8 +294,7 @@ def main() -> int:
         cpu = report.median([x.cpu_ms_per_msg for x in results[v]])
         dups = sum(x.received - x.distinct for x in results[v])
         rows.append([label, f"{med[v]:,.0f}", rounds, f"{cpu:.2f}", dups, f"{med['ase'] / med[v]:.2f}"])
-    headers = ["variant", "median delivered/s", "per round", "consumer CPU ms/msg", "duplicates",
-               "ASE / variant"]
+    headers = ["variant", "median delivered/s", "per round", "consumer CPU ms/msg", "duplicates", "ASE / variant"]
     text_table = report.table(headers, rows)
     ratio_raw = med["ase"] / med["raw"]
     ratio_celery = med["ase"] / med["celery"]
@@ -266,10 +304,14 @@ def main() -> int:
     verdict_celery = "met" if ratio_celery >= GOAL_CELERY else "NOT met"
     print()
     print(text_table)
-    print(f"\nASE / raw loop = {ratio_raw:.2f} (goal >= {GOAL_RAW}: {verdict_raw}; per round "
-          f"{', '.join(f'{x:.2f}' for x in round_ratios_raw)})")
-    print(f"ASE / plain Celery = {ratio_celery:.2f} (goal >= {GOAL_CELERY}: {verdict_celery}; per round "
-          f"{', '.join(f'{x:.2f}' for x in round_ratios_celery)})")
+    print(
+        f"\nASE / raw loop = {ratio_raw:.2f} (goal >= {GOAL_RAW}: {verdict_raw}; per round "
+        f"{', '.join(f'{x:.2f}' for x in round_ratios_raw)})"
+    )
+    print(
+        f"ASE / plain Celery = {ratio_celery:.2f} (goal >= {GOAL_CELERY}: {verdict_celery}; per round "
+        f"{', '.join(f'{x:.2f}' for x in round_ratios_celery)})"
+    )
     print(f"total run time {elapsed:.0f} s")
 
     if not args.no_doc:

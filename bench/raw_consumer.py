@@ -67,8 +67,10 @@ def main() -> int:
                 response = client.post(
                     args.url,
                     content=frame.body,
-                    headers={"Content-Type": headers.get("content-type", "application/octet-stream"),
-                             "X-Bench-Id": headers.get("bench-id", "")},
+                    headers={
+                        "Content-Type": headers.get("content-type", "application/octet-stream"),
+                        "X-Bench-Id": headers.get("bench-id", ""),
+                    },
                 )
                 ok = 200 <= response.status_code < 300
             except httpx.HTTPError:
@@ -87,8 +89,9 @@ def main() -> int:
     workers = [threading.Thread(target=work, daemon=True, name=f"raw-{i}") for i in range(args.threads)]
     for worker in workers:
         worker.start()
-    conn.subscribe(f"/queue/{args.queue}", id="raw", ack="client-individual",
-                   headers={"activemq.prefetchSize": str(args.prefetch)})
+    conn.subscribe(
+        f"/queue/{args.queue}", id="raw", ack="client-individual", headers={"activemq.prefetchSize": str(args.prefetch)}
+    )
     finished = done.wait(args.timeout)
     done.set()
     for worker in workers:

@@ -68,7 +68,7 @@ def deploy_parameters(su_name: str, provides: dict[str, Any], consumes: dict[str
 def deploy(config: ServiceUnitConfig, notices: list[Notice], descriptor: str = "") -> DeployResult:
     """Create the persistence area's queues, then record the unit and start it as configured (PROC-005)."""
     unit_log = logging.getLogger(f"ase.deploy.{config.service}")
-    create_queues(config.areas.all())
+    create_queues(config.areas.all() + config.retry_queues())
     for notice in notices:
         codes.log(unit_log, notice.code, **notice.params)
     unit_log.info(

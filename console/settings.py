@@ -109,6 +109,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Seconds between two runs of the retry pump (PROC-026), and the longest one run may take.
+ASE_RETRY_PUMP_INTERVAL = env.float("ASE_RETRY_PUMP_INTERVAL", default=1.0)
+ASE_RETRY_PUMP_BUDGET = env.float("ASE_RETRY_PUMP_BUDGET", default=5.0)
+CELERY_BEAT_SCHEDULE = {
+    "ase-retry-pump": {"task": "console.tasks.pump_retries", "schedule": ASE_RETRY_PUMP_INTERVAL},
+}
 
 # -- ASE -----------------------------------------------------------------------------
 # Component parameters as text: console.component checks them with the spec's codes.
