@@ -243,8 +243,8 @@ def test_retries_follow_the_backoff_schedule_then_park_with_e0020(
 
     calls = [r.at for r in target.received]
     assert len(calls) == 4, "the first call and 3 retries"
-    gaps = [b - a for a, b in zip(calls, calls[1:])]
-    for gap, expected in zip(gaps, [1, 2, 4]):
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    for gap, expected in zip(gaps, [1, 2, 4], strict=True):
         assert abs(gap - expected) <= 1.5, (gaps, [1, 2, 4])
     assert broker.depth(unit.areas.error) == 1
     assert [getattr(r, "ase_code", "") for r in caplog.records if getattr(r, "ase_code", "")].count("SE-ASE-W0022") == 3
