@@ -286,8 +286,17 @@ def main() -> int:
             order = order[1:] + order[:1]  # rotate who goes first
         print("== stopping")
     elapsed = time.monotonic() - started
+    info["load average at end"] = report.loadavg()
 
     med = {v: report.median([x.rate for x in results[v]]) for v in VARIANTS}
+    cpu_med = {v: report.median([x.cpu_ms_per_msg for x in results[v]]) for v in VARIANTS}
+    cpu_line = (
+        f"Consumer CPU per message (median): ASE {cpu_med['ase']:.2f} ms, raw loop {cpu_med['raw']:.2f} ms, "
+        f"plain Celery {cpu_med['celery']:.2f} ms; raw/ASE = {cpu_med['raw'] / cpu_med['ase']:.2f}, "
+        f"Celery/ASE = {cpu_med['celery'] / cpu_med['ase']:.2f} "
+        "(the throughput ratios to expect when the consumer process is the bottleneck; they usually vary less with "
+        "the machine's load than the rates)."
+    )
     rows = []
     for v, label in VARIANTS.items():
         rounds = " / ".join(f"{x.rate:,.0f}" for x in results[v])
@@ -312,6 +321,7 @@ def main() -> int:
         f"ASE / plain Celery = {ratio_celery:.2f} (goal >= {GOAL_CELERY}: {verdict_celery}; per round "
         f"{', '.join(f'{x:.2f}' for x in round_ratios_celery)})"
     )
+    print(cpu_line)
     print(f"total run time {elapsed:.0f} s")
 
     if not args.no_doc:
@@ -353,6 +363,8 @@ empty (checked) and every message must have arrived (counted by distinct id at t
 {", ".join(f"{x:.2f}" for x in round_ratios_raw)}).
 **ASE / plain Celery = {ratio_celery:.2f}** (goal >= {GOAL_CELERY}: **{verdict_celery}**; per round
 {", ".join(f"{x:.2f}" for x in round_ratios_celery)}).
+
+{cpu_line}
 """
         print(f"updated {report.update_section('delivery', section)}")
     return 0

@@ -93,7 +93,7 @@ def run_wrk(service: str, body_file: Path, seconds: int, connections: int, threa
     if line is None:
         raise BenchError(f"wrk printed no BENCH line:\n{result.stdout}\n{result.stderr}")
     fields = dict(item.split("=", 1) for item in line[len("BENCH ") :].split(" "))
-    return fields, " ".join(cmd)
+    return fields, " ".join(cmd) + "\n" + result.stdout + result.stderr
 
 
 def ase_round(
@@ -107,7 +107,8 @@ def ase_round(
     round_no: int,
     check: bool = True,
 ) -> Result:
-    fields, _ = run_wrk(service, body_file, seconds, connections, threads)
+    fields, output = run_wrk(service, body_file, seconds, connections, threads)
+    (stack.log_dir / f"wrk-{service}.txt").write_text(output)
     ok, bad = int(fields["ok"]), int(fields["bad"])
     socket_errors = {k: int(fields[k]) for k in ("connect", "read", "write", "timeout")}
     depth = stack.depth(queue)
@@ -117,7 +118,8 @@ def ase_round(
     )
     if bad or any(socket_errors.values()):
         raise BenchError(
-            f"ingress answered {bad} non-202 (first: {fields['bad_sample']}) and had socket errors {socket_errors}"
+            f"ingress answered {bad} non-202 (first: {fields['bad_sample']}) and had socket errors {socket_errors}\n"
+            f"--- wrk:\n{output}\n--- last lines of the web log:\n{stack.log_text('web')[-3000:]}"
         )
     if check and depth != ok:
         raise BenchError(f"queue depth {depth} != 202s counted {ok}")
@@ -196,8 +198,8 @@ def raw_round(
         for conn, _ in conns:
             try:
                 conn.disconnect()
-            except Exception:  # noqa: BLE001 - closing
-                pass
+            except Exception as exc:  # noqa: BLE001 - closing; the counts are already taken
+                print(f"  raw: disconnect failed: {exc}", file=sys.stderr)
     if failures:
         raise BenchError(f"raw SEND failed: {failures[0]}")
     total = sum(counts)
@@ -271,6 +273,7 @@ def main() -> int:
                     raw.append(raw_round(stack, f"bench_raw_{r}", body, args.seconds, args.connections, r))
         print("== stopping")
     elapsed = time.monotonic() - started
+    info["load average at end"] = report.loadavg()
 
     rows = []
     for a, b in zip(ase, raw, strict=True):

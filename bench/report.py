@@ -29,8 +29,9 @@ Shared code: `bench/stack.py` (start/stop), `bench/report.py` (this file's
 sections), `bench/target_app.py` (the HTTP target).
 
 Numbers from a 2-core machine shared with other work are noisy: each section
-gives the machine, the date and the load average at the start, and where there
-are several rounds, every round plus the median.
+gives the machine, the date and the load averages at the start and the end, and where there
+are several rounds, every round plus the median. Compare ratios within a run, and prefer the
+CPU-per-message figures, which usually move less with the machine's load than the rates do.
 """
 
 
@@ -86,7 +87,7 @@ def machine() -> dict[str, str]:
         ),
         "Redis": _run(["redis-server", "--version"]).split(" v=")[-1].split(" ")[0],
         "wrk": wrk[0].split(" [")[0] if wrk else "?",
-        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "load average at start": loadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }
 
@@ -98,6 +99,10 @@ def _java() -> str:
         return "?"
     lines = (result.stderr or result.stdout).strip().splitlines()
     return lines[0] if lines else "?"
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def machine_markdown(info: dict[str, str]) -> str:

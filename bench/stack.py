@@ -65,7 +65,7 @@ def http_post(url: str, timeout: float = 5.0) -> int:
         return int(response.status)
 
 
-def descriptor(service: str, queue: str, target_url: str, *, posting: bool, sending: bool) -> str:
+def descriptor(service: str, queue: str, target_url: str, *, posting: bool, sending: bool, extra: str = "") -> str:
     """A Petals JBI service-unit descriptor (format of DESIGN.md)."""
     flag = {True: "true", False: "false"}
     return f"""<?xml version="1.0" encoding="UTF-8"?>
@@ -85,6 +85,7 @@ def descriptor(service: str, queue: str, target_url: str, *, posting: bool, send
       <ase:mustBeAutomaticallyStarted>{flag[sending]}</ase:mustBeAutomaticallyStarted>
       <ase:is-idempotent>true</ase:is-idempotent>
       <ase:persistence-area-name>{queue}</ase:persistence-area-name>
+      {extra}
     </jbi:consumes>
   </jbi:services>
 </jbi:jbi>
@@ -264,9 +265,11 @@ class Stack:
     def migrate(self) -> None:
         self.manage("migrate", "--noinput")
 
-    def deploy(self, service: str, queue: str, target_url: str, *, posting: bool = True, sending: bool = True) -> str:
+    def deploy(
+        self, service: str, queue: str, target_url: str, *, posting: bool = True, sending: bool = True, extra: str = ""
+    ) -> str:
         path = self.data_dir / f"{service}.jbi.xml"
-        path.write_text(descriptor(service, queue, target_url, posting=posting, sending=sending))
+        path.write_text(descriptor(service, queue, target_url, posting=posting, sending=sending, extra=extra))
         return self.manage("ase", "deploy", str(path)).strip()
 
     # -- services --------------------------------------------------------------

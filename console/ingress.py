@@ -13,9 +13,9 @@ Contract (DESIGN.md, "Public contract"):
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
+import threading
 from datetime import UTC, datetime
 
 from asgiref.sync import sync_to_async
@@ -38,15 +38,22 @@ log = logging.getLogger("ase.posting")
 PROPERTY_PREFIX = "x-ase-property-"
 
 
-@functools.cache
+_poster: Poster | None = None
+_poster_lock = threading.Lock()
+
+
 def poster() -> Poster:
     """The process's poster: a pool of STOMP connections shared by every request."""
-    component = component_config()
-    pool = PostingPool(component, size=settings.ASE_POSTING_CONNECTIONS)
-    return Poster(pool, recorder(), instance=f"web-{os.getpid()}")
+    global _poster
+    with _poster_lock:
+        if _poster is None:
+            component = component_config()
+            pool = PostingPool(component, size=settings.ASE_POSTING_CONNECTIONS)
+            _poster = Poster(pool, recorder(), instance=f"web-{os.getpid()}")
+        return _poster
 
 
-def _lookup(service: str) -> tuple[UnitState | None, Poster]:
+def _lookup(service: str) -> tuple[UnitState | None | bool, Poster]:
     """Blocking part of a request (database, first connection setup): run in a thread."""
     return registry().get(service), poster()
 
@@ -61,8 +68,11 @@ async def ingress(request: HttpRequest, service: str) -> JsonResponse:
         response = _error(405, "Only POST is accepted on an ASE service endpoint.")
         response["Allow"] = "POST"
         return response
-    state, the_poster = await sync_to_async(_lookup, thread_sensitive=False)(service)
-    if state is None:
+    state = registry().peek(service)
+    the_poster = _poster
+    if state is False or the_poster is None:
+        state, the_poster = await sync_to_async(_lookup, thread_sensitive=False)(service)
+    if not isinstance(state, UnitState):
         return _error(404, f"Unknown ASE service '{service}'.")
     unit = state.config
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import models
 
 from ase_engine.config import QueueNames, RetryPolicy, ServiceUnitConfig
+from ase_engine.history import EventKind
 
 
 class ComponentSettings(models.Model):
@@ -142,26 +143,12 @@ class WorkerInstance(models.Model):
         return self.name
 
 
-class EventKind(models.TextChoices):
-    POSTED = "posted"
-    ATTEMPT = "attempt"
-    ACKED = "acked"
-    FAULT = "fault"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    RETRY_SCHEDULED = "retry_scheduled"
-    RETRIED = "retried"
-    EXPIRED = "expired"
-    PURGED = "purged"
-    RECYCLED = "recycled"
-
-
 class MessageEvent(models.Model):
     """One waypoint in the life of one message (DESIGN invariant 7)."""
 
     message_id = models.CharField(max_length=64, db_index=True)
     service = models.CharField(max_length=200)
-    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    kind = models.CharField(max_length=20, choices=[(k.value, k.value.replace("_", " ")) for k in EventKind])
     at = models.DateTimeField()
     area = models.CharField(max_length=200, blank=True)
     attempt = models.PositiveIntegerField(default=0)

@@ -29,6 +29,12 @@ class Registry:
         self._loaded_at = float("-inf")
         self._lock = threading.Lock()
 
+    def peek(self, service: str) -> UnitState | None | bool:
+        """Non-blocking: the cached state while it is fresh, else ``False`` (call ``get`` from a thread)."""
+        if time.monotonic() - self._loaded_at >= self.ttl:
+            return False
+        return self._units.get(service)
+
     def get(self, service: str) -> UnitState | None:
         """Blocking (database) lookup; call from a thread in async code."""
         with self._lock:

@@ -34,7 +34,7 @@ os.environ["ASE_REGISTRY_TTL"] = "0"
 os.environ["ASE_WORKER_SYNC_INTERVAL"] = "0.5"
 os.environ["ASE_RECEIPT_TIMEOUT"] = "5"
 
-pytest_plugins = ["tests.fixtures.services"]
+pytest_plugins = ["tests.fixtures.services", "tests.fixtures.engine"]
 
 
 def unavailable(what: str) -> None:

@@ -9,53 +9,14 @@ import time
 import pytest
 
 from ase_engine.broker import queue
-from ase_engine.config import ComponentConfig, RetryPolicy, ServiceUnitConfig
-from ase_engine.history import EventKind, MemorySink
+from ase_engine.config import ComponentConfig, RetryPolicy
+from ase_engine.history import EventKind
 from ase_engine.message import Message, new_id, now_ms
 from ase_engine.retry import RetryPump
-from ase_engine.sending import SendingProcess
 from tests.conftest import wait_until
+from tests.fixtures.engine import put, unit_for
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture
-def history() -> MemorySink:
-    return MemorySink()
-
-
-@pytest.fixture
-def sending(broker, history):  # type: ignore[no-untyped-def]
-    processes: list[SendingProcess] = []
-
-    def _start(*units: ServiceUnitConfig) -> SendingProcess:
-        conn = broker.connection()
-        for unit in units:
-            conn.ensure_queues(unit.areas.all() + unit.retry_queues())
-        conn.disconnect()
-        process = SendingProcess(broker.component(), history, concurrency=4, instance="test")
-        process.start()
-        process.apply(list(units))
-        wait_until(lambda: sorted(process.services) == sorted(u.service for u in units), 10, what="subscriptions")
-        processes.append(process)
-        return process
-
-    yield _start
-    for process in processes:
-        process.stop()
-
-
-def unit_for(service: str, url: str, **overrides) -> ServiceUnitConfig:  # type: ignore[no-untyped-def]
-    overrides.setdefault("timeout_ms", 1000)
-    return ServiceUnitConfig(name=service, service=service, target_url=url, **overrides)
-
-
-def put(broker, unit: ServiceUnitConfig, destination: str | None = None, **fields) -> Message:  # type: ignore[no-untyped-def]
-    message = Message(id=new_id(), service=unit.service, payload=b'{"n": 1}', content_type="application/json", **fields)
-    conn = broker.connection()
-    conn.send_and_wait(queue(destination or unit.areas.pending), *message.to_frame())
-    conn.disconnect()
-    return message
 
 
 def test_error_of_idempotent_target_waits_in_the_retry_area_with_w0022(

@@ -12,11 +12,11 @@ import time
 import pytest
 
 from ase_engine.broker import queue
-from ase_engine.config import ComponentConfig, ServiceUnitConfig
-from ase_engine.history import EventKind, MemorySink
-from ase_engine.message import Message, new_id
+from ase_engine.history import EventKind
+from ase_engine.message import Message
 from ase_engine.sending import SendingProcess
 from tests.conftest import wait_until
+from tests.fixtures.engine import put, unit_for
 
 pytestmark = pytest.mark.broker
 
@@ -25,45 +25,6 @@ SOAP_FAULT = (
     b"<soap:Body><soap:Fault><faultcode>soap:Client</faultcode><faultstring>bad order</faultstring>"
     b"</soap:Fault></soap:Body></soap:Envelope>"
 )
-
-
-@pytest.fixture
-def history() -> MemorySink:
-    return MemorySink()
-
-
-@pytest.fixture
-def sending(broker, history):  # type: ignore[no-untyped-def]
-    processes: list[SendingProcess] = []
-
-    def _start(*units: ServiceUnitConfig, component: ComponentConfig | None = None) -> SendingProcess:
-        process = SendingProcess(component or broker.component(), history, concurrency=4, instance="test")
-        conn = broker.connection()
-        for unit in units:
-            conn.ensure_queues(unit.areas.all())
-        conn.disconnect()
-        process.start()
-        process.apply(list(units))
-        wait_until(lambda: sorted(process.services) == sorted(u.service for u in units), 10, what="subscriptions")
-        processes.append(process)
-        return process
-
-    yield _start
-    for process in processes:
-        process.stop()
-
-
-def unit_for(service: str, url: str, **overrides) -> ServiceUnitConfig:  # type: ignore[no-untyped-def]
-    overrides.setdefault("timeout_ms", 1000)
-    return ServiceUnitConfig(name=service, service=service, target_url=url, **overrides)
-
-
-def put(broker, unit: ServiceUnitConfig, payload: bytes = b'{"n": 1}', **fields) -> Message:  # type: ignore[no-untyped-def]
-    message = Message(id=new_id(), service=unit.service, payload=payload, content_type="application/json", **fields)
-    conn = broker.connection()
-    conn.send_and_wait(queue(unit.areas.pending), *message.to_frame())
-    conn.disconnect()
-    return message
 
 
 def test_acknowledged_request_is_delivered_then_removed(broker, target, sending, history, service_name):
