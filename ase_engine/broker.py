@@ -416,15 +416,24 @@ class PostingPool:
     def __init__(self, component: ComponentConfig, size: int = 4, retry_interval: float = 0.5) -> None:
         self.component = component
         self.retry_interval = retry_interval
-        self._connections = [StompConnection(component, name=f"post-{i}-{uuid.uuid4().hex[:8]}") for i in range(size)]
+        # No STOMP heart-beats: a posting connection can sit idle, and a busy broker or process missing a beat
+        # would drop it for nothing. A dead connection shows at the next SEND (socket error or no receipt).
+        self._connections = [
+            StompConnection(component, name=f"post-{i}-{uuid.uuid4().hex[:8]}", heartbeats=(0, 0)) for i in range(size)
+        ]
         self._next_try = [0.0] * size
         self._locks = [threading.Lock() for _ in range(size)]
         self._cycle = itertools.cycle(range(size))
 
     def send(self, destination: str, headers: dict[str, str], body: bytes) -> Future[Any]:
+        """Send on the next connection, (re)connecting it first if needed: may block, see ``ready``."""
         index = next(self._cycle)
         connection = self._connection(index)
         return connection.send(destination, headers, body)
+
+    def ready(self) -> bool:
+        """True when every connection is open, so ``send`` will not block on a connect."""
+        return all(connection.connected for connection in self._connections)
 
     def _connection(self, index: int) -> StompConnection:
         connection = self._connections[index]

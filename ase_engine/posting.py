@@ -67,7 +67,8 @@ class Poster:
         headers, body = message.to_frame()
         timeout = self.pool.component.receipt_timeout
         try:
-            if len(body) > _INLINE_SEND_LIMIT:
+            if len(body) > _INLINE_SEND_LIMIT or not self.pool.ready():
+                # A large socket write, or a connection to (re)open: not on the event loop.
                 future = await asyncio.to_thread(self.pool.send, queue(area), headers, body)
             else:
                 future = self.pool.send(queue(area), headers, body)

@@ -2,9 +2,10 @@
 
 One ``SendingProcess`` per component instance (per Celery worker). It owns
 one STOMP connection with one ``client-individual`` subscription per service
-unit whose sending process is started here, with a prefetch of
-``concurrency``: the broker never hands this instance more than that many
-unsettled messages per service unit, so memory stays bounded.
+unit whose sending process is started here, with a prefetch of twice
+``concurrency`` (a thread finding its next message already here): the broker
+never hands this instance more than that many unsettled messages per service
+unit, so memory stays bounded.
 
 How one message is settled (DESIGN invariants 2 and 3):
 - the target acknowledged → ACK: only now does the broker forget the message;
@@ -171,7 +172,7 @@ class SendingProcess:
                     self._by_id[sub.id] = sub
                 try:
                     wait(
-                        conn.subscribe(queue(unit.areas.pending), sub.id, prefetch=self.concurrency),
+                        conn.subscribe(queue(unit.areas.pending), sub.id, prefetch=2 * self.concurrency),
                         self.component.receipt_timeout,
                     )
                 except BrokerUnavailable as exc:

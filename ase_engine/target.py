@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass
 
-import httpx
+import urllib3
 
 from ase_engine.config import ServiceUnitConfig
 from ase_engine.message import Message
@@ -58,20 +58,23 @@ def is_soap_fault(content_type: str, body: bytes) -> bool:
 
 
 class HttpTarget:
-    """Posts a message to its service unit's target URL. One instance per process (a shared pool)."""
+    """Posts a message to its service unit's target URL. One instance per process: a thread-safe pool.
+
+    urllib3 rather than httpx on this path: it costs 40% less CPU per call
+    (measured: docs/BENCHMARKS.md), and the sending process spends most of its
+    CPU in the HTTP client.
+    """
 
     def __init__(self, max_connections: int = 16, user_agent: str = "ASE") -> None:
-        self._client = httpx.Client(
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            follow_redirects=False,
-            headers={"User-Agent": user_agent},
-        )
+        self._pool = urllib3.PoolManager(num_pools=64, maxsize=max_connections, block=False)
+        self._user_agent = user_agent
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.clear()
 
     def invoke(self, unit: ServiceUnitConfig, message: Message) -> Result:
         headers = {
+            "User-Agent": self._user_agent,
             "Content-Type": message.content_type,
             "X-ASE-Message-Id": message.id,
             "X-ASE-Service": message.service,
@@ -86,32 +89,37 @@ class HttpTarget:
         timeout = unit.timeout_ms / 1000
         started = time.monotonic()
         try:
-            with self._client.stream(
-                "POST", unit.target_url, content=message.payload, headers=headers, timeout=httpx.Timeout(timeout)
-            ) as response:
-                body = _read_limited(response)
-                status = response.status_code
-                content_type = response.headers.get("content-type", "")
-        except httpx.TimeoutException as exc:
-            return Result(
-                Outcome.TIMEOUT, None, f"no answer within {timeout:g} s ({type(exc).__name__})", None, _ms(started)
+            response = self._pool.request(
+                "POST",
+                unit.target_url,
+                body=message.payload,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                retries=False,
+                redirect=False,
+                preload_content=False,
             )
-        except httpx.HTTPError as exc:
-            return Result(Outcome.ERROR, None, f"{type(exc).__name__}: {exc}".rstrip(": "), None, _ms(started))
-        outcome = classify(status, content_type, body)
+            try:
+                body = response.read(_ANSWER_LIMIT)
+            finally:
+                response.release_conn()
+        except urllib3.exceptions.NewConnectionError as exc:
+            # Refused or unreachable (urllib3 files it under connect timeouts): a technical error.
+            return Result(Outcome.ERROR, None, f"ConnectError: {_reason(exc)}", None, _ms(started))
+        except urllib3.exceptions.TimeoutError as exc:
+            reason = f"no answer within {timeout:g} s ({type(exc).__name__})"
+            return Result(Outcome.TIMEOUT, None, reason, None, _ms(started))
+        except urllib3.exceptions.HTTPError as exc:
+            return Result(Outcome.ERROR, None, f"{type(exc).__name__}: {_reason(exc)}", None, _ms(started))
+        status = response.status
+        outcome = classify(status, response.headers.get("content-type", ""), body)
         answer = body.decode("utf-8", "replace") if outcome is not Outcome.ACK else None
         return Result(outcome, status, f"HTTP {status}", answer, _ms(started))
 
 
-def _read_limited(response: httpx.Response) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= _ANSWER_LIMIT:
-            break
-    return b"".join(chunks)[:_ANSWER_LIMIT]
+def _reason(exc: BaseException) -> str:
+    text = str(getattr(exc, "reason", None) or exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _ms(started: float) -> int:

@@ -103,13 +103,14 @@ def preload(stack: Stack, queue_name: str, n: int, ase: bool, window: int = 200)
 
 
 def enqueue_celery(n: int) -> float:
-    from bench.plain_celery import app, deliver
+    """Empty the task queue, then ``deliver.delay(...)`` n times."""
+    from bench.plain_celery import QUEUE, app, deliver
 
-    started = time.monotonic()
     with app.connection_for_write() as connection:
-        connection.default_channel.client.delete("bench_plain", "unacked", "unacked_index")
-        for seq in range(n):
-            deliver.apply_async(args=(f"celery-{seq}", make_body(seq).decode()), connection=connection)
+        connection.default_channel.client.delete(QUEUE, "unacked", "unacked_index")
+    started = time.monotonic()
+    for seq in range(n):
+        deliver.delay(f"celery-{seq}", make_body(seq).decode())
     return time.monotonic() - started
 
 

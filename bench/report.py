@@ -89,7 +89,16 @@ def machine() -> dict[str, str]:
         "wrk": wrk[0].split(" [")[0] if wrk else "?",
         "load average at start": loadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "code": code_version(),
     }
+
+
+def code_version() -> str:
+    """The commit measured, and which product files differed from it (others edit the tree in parallel)."""
+    commit = _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]) or "?"
+    changed = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "ase_engine", "console", "requirements.txt"])
+    files = sorted(line[3:] for line in changed.splitlines() if line.strip())
+    return f"git {commit}" + (f" + uncommitted changes to {', '.join(files)}" if files else " (clean)")
 
 
 def _java() -> str:

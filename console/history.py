@@ -1,7 +1,7 @@
 """Stores the engine's history events in the database, off the request path.
 
 ``BufferedRecorder.record`` only puts the event on a queue; a daemon thread
-writes them in batches (``bulk_create``) every ``interval`` seconds or every
+writes them in batches (one ``executemany`` INSERT) every ``interval`` seconds or every
 ``batch`` events. A failing write is logged and the batch dropped: history
 must never cost a message or block the ingress. What is buffered when the
 process is killed (at most ``interval`` seconds of events) is lost.
@@ -61,34 +61,56 @@ class BufferedRecorder:
                 self._write(events)
 
     def _write(self, events: list[Event]) -> None:
+        """One multi-row INSERT (executemany) per batch: no model instances on this path."""
         if not events:
             return
+        from django.db import connection
+
         from console.models import MessageEvent
 
         close_old_connections()
-        try:
-            MessageEvent.objects.bulk_create(
-                [
-                    MessageEvent(
-                        message_id=e.message_id,
-                        service=e.service,
-                        kind=e.kind.value,
-                        at=datetime.fromtimestamp(e.at_ms / 1000, tz=UTC),
-                        area=e.area,
-                        attempt=e.attempt,
-                        outcome_code=e.outcome_code,
-                        target_status=e.target_status,
-                        duration_ms=e.duration_ms,
-                        size=e.size,
-                        detail=e.detail,
-                        instance=e.instance,
-                    )
-                    for e in events
-                ]
+        table = connection.ops.quote_name(MessageEvent._meta.db_table)
+        columns = ", ".join(connection.ops.quote_name(c) for c in _COLUMNS)
+        adapt = connection.ops.adapt_datetimefield_value
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+        rows = [
+            (
+                e.message_id,
+                e.service,
+                e.kind.value,
+                adapt(datetime.fromtimestamp(e.at_ms / 1000, tz=UTC)),
+                e.area,
+                e.attempt,
+                e.outcome_code,
+                e.target_status,
+                e.duration_ms,
+                e.size,
+                e.detail,
+                e.instance,
             )
+            for e in events
+        ]
+        try:
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, rows)
         except Exception as exc:  # noqa: BLE001 - history must never take the process down
             log.error("%d history events not stored: %s: %s", len(events), type(exc).__name__, exc)
 
+
+_COLUMNS = (
+    "message_id",
+    "service",
+    "kind",
+    "at",
+    "area",
+    "attempt",
+    "outcome_code",
+    "target_status",
+    "duration_ms",
+    "size",
+    "detail",
+    "instance",
+)
 
 _recorder: BufferedRecorder | None = None
 _lock = threading.Lock()

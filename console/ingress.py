@@ -8,21 +8,29 @@ Contract (DESIGN.md, "Public contract"):
 - 202 ``{"id", "service", "accepted_at"}`` only after the broker's receipt;
   broker down or posting process stopped: 503 with E0011; unknown service:
   404; body over ``ASE_MAX_BODY_BYTES``: 413.
+
+It is a small ASGI application of its own rather than a Django view: it
+needs no session, authentication, CSRF or template, and Django's request
+cycle (middleware hooks and request signals run through thread hops in
+async mode) cost it most of its throughput (docs/BENCHMARKS.md). It still
+uses Django's settings, ORM (the service-unit registry) and multipart parser.
 """
 
 from __future__ import annotations
 
-import asyncio
+import io
+import json
 import logging
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.core.files.uploadhandler import MemoryFileUploadHandler, TemporaryFileUploadHandler
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
-from django.views.decorators.csrf import csrf_exempt
 
 from ase_engine import codes
 from ase_engine.broker import PostingPool
@@ -35,8 +43,12 @@ from console.registry import UnitState, registry
 
 log = logging.getLogger("ase.posting")
 
+PREFIX = "/ase/"
 PROPERTY_PREFIX = "x-ase-property-"
 
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _poster: Poster | None = None
 _poster_lock = threading.Lock()
@@ -53,105 +65,143 @@ def poster() -> Poster:
         return _poster
 
 
-def _lookup(service: str) -> tuple[UnitState | None | bool, Poster]:
-    """Blocking part of a request (database, first connection setup): run in a thread."""
+def _lookup(service: str) -> tuple[UnitState | None, Poster]:
+    """The blocking part of a request (database, first connection setup): run in a thread."""
     return registry().get(service), poster()
 
 
-def _error(status: int, text: str) -> JsonResponse:
-    return JsonResponse({"error": text}, status=status)
+class Reply(Exception):
+    """Ends a request with ``status`` and a JSON body ``{"error": text}``."""
+
+    def __init__(self, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+        self.headers = headers or []
 
 
-@csrf_exempt
-async def ingress(request: HttpRequest, service: str) -> JsonResponse:
-    if request.method != "POST":
-        response = _error(405, "Only POST is accepted on an ASE service endpoint.")
-        response["Allow"] = "POST"
-        return response
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    """ASGI entry for every ``/ase/...`` path (console.asgi routes them here)."""
+    try:
+        status, payload, extra = await _handle(scope, receive)
+    except Reply as reply:
+        status, payload, extra = reply.status, {"error": reply.text}, reply.headers
+    except _ClientGone:
+        return
+    except Exception as exc:  # noqa: BLE001 - one line in the log, no stack trace, and a clear answer
+        log.error("ingress: unexpected %s on %s: %s", type(exc).__name__, scope.get("path"), exc)
+        status, payload, extra = 500, {"error": "Internal error; the request was not accepted."}, []
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _handle(scope: Scope, receive: Receive) -> tuple[int, dict[str, str], list[tuple[bytes, bytes]]]:
+    service = _service(scope["path"])
+    if scope["method"] != "POST":
+        raise Reply(405, "Only POST is accepted on an ASE service endpoint.", [(b"allow", b"POST")])
+    headers = _headers(scope)
     state = registry().peek(service)
     the_poster = _poster
     if state is False or the_poster is None:
         state, the_poster = await sync_to_async(_lookup, thread_sensitive=False)(service)
     if not isinstance(state, UnitState):
-        return _error(404, f"Unknown ASE service '{service}'.")
+        raise Reply(404, f"Unknown ASE service '{service}'.")
     unit = state.config
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        return _error(400, "Malformed Content-Length header.")
     limit = settings.ASE_MAX_BODY_BYTES
+    try:
+        declared = int(headers.get("content-length") or 0)
+    except ValueError:
+        raise Reply(400, "Malformed Content-Length header.") from None
     if declared > limit:
-        return _error(413, f"Request body of {declared} bytes exceeds the limit of {limit} bytes.")
+        raise Reply(413, f"Request body of {declared} bytes exceeds the limit of {limit} bytes.")
     try:
         if not state.posting_started:
             reason = "the posting process is stopped"
             codes.log(log, "SE-ASE-E0011", area=unit.areas.pending, reason=reason)
             raise PersistenceError("SE-ASE-E0011", area=unit.areas.pending, reason=reason)
-        body = await _read_body(request, limit)
-        if body is None:
-            return _error(413, f"Request body exceeds the limit of {limit} bytes.")
-        content_type = request.headers.get("Content-Type") or "application/octet-stream"
+        body = await _read_body(receive, limit)
+        content_type = headers.get("content-type") or "application/octet-stream"
         message = build_message(
             unit,
             body,
             content_type=content_type,
-            mep=request.headers.get("X-ASE-MEP"),
-            properties=_properties(request),
-            attachments=_attachments(request, content_type, body),
-            idempotency_key=request.headers.get("Idempotency-Key"),
+            mep=headers.get("x-ase-mep"),
+            properties=_properties(headers),
+            attachments=_attachments(content_type, body),
+            idempotency_key=headers.get("idempotency-key"),
         )
         await the_poster.post(unit, message)
     except PersistenceError as exc:
-        return _error(503, exc.public)
+        raise Reply(503, exc.public) from None
     except AseError as exc:
         codes.log(log, exc.code.id, **exc.params)
-        return _error(400, exc.public)
-    except _BadMultipart as exc:
-        return _error(400, str(exc))
+        raise Reply(400, exc.public) from None
     accepted_at = datetime.fromtimestamp(message.incoming_timestamp / 1000, tz=UTC)
-    return JsonResponse({"id": message.id, "service": unit.service, "accepted_at": accepted_at.isoformat()}, status=202)
+    return 202, {"id": message.id, "service": unit.service, "accepted_at": accepted_at.isoformat()}, []
 
 
-async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
-    """The whole body, or None past ``limit`` (chunked bodies have no Content-Length)."""
-    from django.core.exceptions import RequestDataTooBig
-
-    try:
-        if int(request.headers.get("Content-Length") or 0) > 65_536:
-            body = await asyncio.to_thread(lambda: request.body)
-        else:
-            body = request.body
-    except RequestDataTooBig:
-        return None
-    return body if len(body) <= limit else None
+def _service(path: str) -> str:
+    """``/ase/<service>/`` → ``<service>``; anything else is not an endpoint."""
+    name = path[len(PREFIX) :].removesuffix("/")
+    if not name or "/" in name:
+        raise Reply(404, f"No ASE service endpoint at '{path}'.")
+    return name
 
 
-def _properties(request: HttpRequest) -> dict[str, str]:
-    """``X-ASE-Property-<name>`` headers; names are case-insensitive in HTTP, so kept in lower case."""
-    return {
-        name[len(PROPERTY_PREFIX) :].lower(): value
-        for name, value in request.headers.items()
-        if name.lower().startswith(PROPERTY_PREFIX) and len(name) > len(PROPERTY_PREFIX)
-    }
+def _headers(scope: Scope) -> dict[str, str]:
+    """Request headers by lower-case name; repeated headers joined with ', ' as HTTP allows."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
 
 
-class _BadMultipart(ValueError):
+class _ClientGone(Exception):
     pass
 
 
-def _attachments(request: HttpRequest, content_type: str, body: bytes) -> list[Attachment]:
-    """Describe the parts of a multipart body; the bytes themselves stay in the body."""
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """The whole body; 413 past ``limit`` (a chunked body declares no length)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise Reply(413, f"Request body exceeds the limit of {limit} bytes.")
+        chunks.append(chunk)
+        if not event.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _properties(headers: dict[str, str]) -> dict[str, str]:
+    """``X-ASE-Property-<name>`` headers; HTTP header names are case-insensitive, so names are lower case."""
+    return {
+        name[len(PROPERTY_PREFIX) :]: value
+        for name, value in headers.items()
+        if name.startswith(PROPERTY_PREFIX) and len(name) > len(PROPERTY_PREFIX)
+    }
+
+
+def _attachments(content_type: str, body: bytes) -> list[Attachment]:
+    """Describe the parts of a multipart body (400 if malformed); the bytes themselves stay in the body."""
     if not content_type.lower().startswith("multipart/form-data"):
         return []
-    import io
-
-    meta = {**request.META, "CONTENT_TYPE": content_type, "CONTENT_LENGTH": str(len(body))}
+    meta = {"CONTENT_TYPE": content_type, "CONTENT_LENGTH": str(len(body))}
+    handlers = [MemoryFileUploadHandler(), TemporaryFileUploadHandler()]
     try:
-        fields, files = MultiPartParser(meta, io.BytesIO(body), request.upload_handlers, request.encoding).parse()
+        fields, files = MultiPartParser(meta, io.BytesIO(body), handlers, settings.DEFAULT_CHARSET).parse()
     except MultiPartParserError as exc:
-        raise _BadMultipart(f"Malformed multipart/form-data body: {exc}") from None
+        raise Reply(400, f"Malformed multipart/form-data body: {exc}") from None
     parts = [
-        Attachment(name=n, filename=None, content_type="text/plain", size=len(v.encode())) for n, v in fields.items()
+        Attachment(name=name, filename=None, content_type="text/plain", size=len(value.encode()))
+        for name, value in fields.items()
     ]
     for name, upload in files.items():
         parts.append(

@@ -3,15 +3,12 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import path
 from django.views.generic import RedirectView
 
-from console.ingress import ingress
-
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
 urlpatterns = [
-    path("ase/<str:service>/", ingress, name="ingress"),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     # The operations console comes with its own issue; until then the Django admin is the console.

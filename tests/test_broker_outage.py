@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from django.test import Client
 
 from ase_engine.message import Message
 from tests.conftest import wait_until
+from tests.fixtures.services import IngressClient
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -41,13 +41,11 @@ class Poster(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
-        client = Client()
+        client = IngressClient()
         n = 0
         while not self.halt.is_set() and n < self.limit and time.monotonic() < self.deadline:
             started = time.monotonic()
-            response = client.post(
-                f"/ase/{self.service}/", data=f'{{"n": {n}}}'.encode(), content_type="application/json"
-            )
+            response = client.post(self.service, f'{{"n": {n}}}'.encode())
             self.answers.append(Answer(started, time.monotonic(), response.status_code, response.json()))
             n += 1
             time.sleep(0.005)

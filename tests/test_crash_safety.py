@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-from django.test import Client
 
 from ase_engine.message import Message
 from tests.conftest import wait_until
+from tests.fixtures.services import IngressClient
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -63,12 +63,10 @@ def test_kill_9_of_workers_and_beat_during_retries_leaves_every_request_in_exact
     first, second = workers(), workers()
     beat = beats()
 
-    client = Client()
+    client = IngressClient()
     expected: dict[str, int] = {}
     for n in range(REQUESTS):
-        response = client.post(
-            f"/ase/{service_name}/", data=json.dumps({"n": n}).encode(), content_type="application/json"
-        )
+        response = client.post(service_name, json.dumps({"n": n}).encode())
         assert response.status_code == 202
         expected[response.json()["id"]] = n
         if n == 300:
@@ -137,11 +135,8 @@ def test_activemq_restart_during_retries_loses_nothing_and_retries_resume_within
     unit = result.unit.to_config()
     workers()
     beats()
-    client = Client()
-    ids = {
-        client.post(f"/ase/{service_name}/", data=b"{}", content_type="application/json").json()["id"]
-        for _ in range(50)
-    }
+    client = IngressClient()
+    ids = {client.post(service_name, b"{}").json()["id"] for _ in range(50)}
     wait_until(lambda: sum(broker.depth(q) or 0 for q in unit.retry_queues()) > 0, 20, what="requests in RETRY")
 
     broker.kill()

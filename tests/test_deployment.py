@@ -73,9 +73,9 @@ def test_deploy_creates_every_queue_of_the_persistence_area(broker, transactiona
     assert (unit.posting_started, unit.sending_started, unit.is_idempotent, unit.timeout_ms) == (True, True, True, 2000)
 
 
-def test_deploying_twice_keeps_the_queues_and_their_messages(broker, transactional_db, service_name, client):
+def test_deploying_twice_keeps_the_queues_and_their_messages(broker, transactional_db, service_name, ingress):
     operations.deploy_descriptor(descriptor(service_name, consumes_start="false"), "jbi.xml")
-    assert client.post(f"/ase/{service_name}/", data=b"{}", content_type="application/json").status_code == 202
+    assert ingress.post(service_name, b"{}").status_code == 202
 
     result = operations.deploy_descriptor(descriptor(service_name, consumes_start="false"), "jbi.xml")
 
@@ -146,16 +146,16 @@ def test_unreachable_broker_aborts_the_deployment_with_e0001(transactional_db, s
     assert [r for r in caplog.records if getattr(r, "ase_code", "") == "SE-ASE-E0001"][0].exc_info is not True
 
 
-def test_undeploy_keeps_the_queues_and_their_messages(broker, transactional_db, service_name, client):
+def test_undeploy_keeps_the_queues_and_their_messages(broker, transactional_db, service_name, ingress):
     operations.deploy_descriptor(descriptor(service_name, consumes_start="false"), "jbi.xml")
-    assert client.post(f"/ase/{service_name}/", data=b"{}", content_type="application/json").status_code == 202
+    assert ingress.post(service_name, b"{}").status_code == 202
 
     operations.undeploy(service_name)
 
     assert not ServiceUnit.objects.filter(service=service_name).exists()
     assert broker.depth(service_name) == 1
     assert broker.depth(f"{service_name}_fault") == 0
-    assert client.post(f"/ase/{service_name}/", data=b"{}", content_type="application/json").status_code == 404
+    assert ingress.post(service_name, b"{}").status_code == 404
 
 
 def test_mustbeautomaticallystarted_false_leaves_processes_stopped(broker, transactional_db, service_name):

@@ -6,7 +6,6 @@ import json
 import logging
 
 import pytest
-from django.test import Client
 
 from ase_engine.message import Message
 from console import operations
@@ -16,20 +15,14 @@ from console.models import MessageEvent
 pytestmark = pytest.mark.broker
 
 
-@pytest.fixture
-def client() -> Client:
-    return Client()
+def post(ingress, service: str, body: bytes = b'{"order": 1}', **headers: str):  # type: ignore[no-untyped-def]
+    return ingress.post(service, body, **headers)
 
 
-def post(client: Client, service: str, body: bytes = b'{"order": 1}', **headers: str):  # type: ignore[no-untyped-def]
-    content_type = headers.pop("content_type", "application/json")
-    return client.post(f"/ase/{service}/", data=body, content_type=content_type, headers=headers)
-
-
-def test_post_persists_the_whole_message_before_answering_202(client, broker, deploy, service_name):
+def test_post_persists_the_whole_message_before_answering_202(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
-    response = post(client, service_name, b'{"order": 1}', **{"X-ASE-Property-customer": "42", "X-ASE-MEP": "InOnly"})
+    response = post(ingress, service_name, b'{"order": 1}', **{"X-ASE-Property-customer": "42", "X-ASE-MEP": "InOnly"})
 
     assert response.status_code == 202
     answer = response.json()
@@ -47,32 +40,32 @@ def test_post_persists_the_whole_message_before_answering_202(client, broker, de
     assert abs(message.incoming_timestamp / 1000 - __import__("time").time()) < 60
 
 
-def test_binary_body_is_stored_byte_for_byte(client, broker, deploy, service_name):
+def test_binary_body_is_stored_byte_for_byte(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     payload = bytes(range(256)) * 64
 
-    response = post(client, service_name, payload, content_type="application/octet-stream")
+    response = post(ingress, service_name, payload, content_type="application/octet-stream")
 
     assert response.status_code == 202
     ((headers, body),) = broker.drain(service_name, expect=1)
     assert Message.from_frame(headers, body).payload == payload
 
 
-def test_robust_in_only_is_accepted(client, broker, deploy, service_name):
+def test_robust_in_only_is_accepted(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
-    response = post(client, service_name, **{"X-ASE-MEP": "RobustInOnly"})
+    response = post(ingress, service_name, **{"X-ASE-MEP": "RobustInOnly"})
 
     assert response.status_code == 202
     ((headers, body),) = broker.drain(service_name, expect=1)
     assert Message.from_frame(headers, body).mep == "RobustInOnly"
 
 
-def test_other_mep_is_refused_with_e0010_and_nothing_is_stored(client, broker, deploy, service_name, caplog):
+def test_other_mep_is_refused_with_e0010_and_nothing_is_stored(ingress, broker, deploy, service_name, caplog):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
     with caplog.at_level(logging.INFO):
-        response = post(client, service_name, **{"X-ASE-MEP": "InOut"})
+        response = post(ingress, service_name, **{"X-ASE-MEP": "InOut"})
 
     assert response.status_code == 400
     assert response.json()["error"] == (
@@ -84,28 +77,28 @@ def test_other_mep_is_refused_with_e0010_and_nothing_is_stored(client, broker, d
     assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
-def test_unknown_service_is_404(client, broker, transactional_db):
-    response = post(client, "NoSuchService")
+def test_unknown_service_is_404(ingress, broker, transactional_db):
+    response = post(ingress, "NoSuchService")
 
     assert response.status_code == 404
     assert "NoSuchService" in response.json()["error"]
 
 
-def test_body_over_the_limit_is_413_and_nothing_is_stored(client, broker, deploy, service_name, settings):
+def test_body_over_the_limit_is_413_and_nothing_is_stored(ingress, broker, deploy, service_name, settings):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     settings.ASE_MAX_BODY_BYTES = 1024
 
-    response = post(client, service_name, b"x" * 1025)
+    response = post(ingress, service_name, b"x" * 1025)
 
     assert response.status_code == 413
     assert broker.depth(service_name) == 0
 
 
-def test_stopped_posting_process_answers_503_with_e0011(client, broker, deploy, service_name):
+def test_stopped_posting_process_answers_503_with_e0011(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     operations.set_process("posting", False, service_name)
 
-    response = post(client, service_name)
+    response = post(ingress, service_name)
 
     assert response.status_code == 503
     assert response.json()["error"].startswith(
@@ -115,23 +108,23 @@ def test_stopped_posting_process_answers_503_with_e0011(client, broker, deploy, 
     assert broker.depth(service_name) == 0
 
 
-def test_started_again_posting_process_accepts_requests(client, broker, deploy, service_name):
+def test_started_again_posting_process_accepts_requests(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     operations.set_process("posting", False, service_name)
     operations.set_process("posting", True, service_name)
 
-    assert post(client, service_name).status_code == 202
+    assert post(ingress, service_name).status_code == 202
 
 
-def test_get_is_not_a_request(client, broker, deploy, service_name):
+def test_get_is_not_a_request(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
-    response = client.get(f"/ase/{service_name}/")
+    response = ingress.request("GET", f"/ase/{service_name}/")
 
     assert response.status_code == 405
 
 
-def test_multipart_attachments_are_described_and_kept_in_the_body(client, broker, deploy, service_name):
+def test_multipart_attachments_are_described_and_kept_in_the_body(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     boundary = "ASEboundary"
     body = (
@@ -140,7 +133,7 @@ def test_multipart_attachments_are_described_and_kept_in_the_body(client, broker
         f"Content-Type: application/pdf\r\n\r\n%PDF-1.4 fake\r\n--{boundary}--\r\n"
     ).encode()
 
-    response = post(client, service_name, body, content_type=f"multipart/form-data; boundary={boundary}")
+    response = post(ingress, service_name, body, content_type=f"multipart/form-data; boundary={boundary}")
 
     assert response.status_code == 202
     ((headers, stored),) = broker.drain(service_name, expect=1)
@@ -154,26 +147,26 @@ def test_multipart_attachments_are_described_and_kept_in_the_body(client, broker
     assert described["order"].filename is None
 
 
-def test_malformed_multipart_is_400_and_nothing_is_stored(client, broker, deploy, service_name):
+def test_malformed_multipart_is_400_and_nothing_is_stored(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
-    response = post(client, service_name, b"garbage", content_type="multipart/form-data")
+    response = post(ingress, service_name, b"garbage", content_type="multipart/form-data")
 
     assert response.status_code == 400
     assert broker.depth(service_name) == 0
 
 
-def test_accepted_request_has_a_posted_history_event(client, broker, deploy, service_name):
+def test_accepted_request_has_a_posted_history_event(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
 
-    message_id = post(client, service_name).json()["id"]
+    message_id = post(ingress, service_name).json()["id"]
     recorder().flush()
 
     event = MessageEvent.objects.get(message_id=message_id)
     assert (event.kind, event.service, event.area, event.size) == ("posted", service_name, service_name, 12)
 
 
-def test_posting_uses_the_configured_pending_queue(client, broker, deploy, service_name):
+def test_posting_uses_the_configured_pending_queue(ingress, broker, deploy, service_name):
     deploy(
         service_name,
         "http://127.0.0.1:9/never",
@@ -181,6 +174,6 @@ def test_posting_uses_the_configured_pending_queue(client, broker, deploy, servi
         **{"persistence-area-name": f"{service_name}_custom"},
     )
 
-    assert post(client, service_name).status_code == 202
+    assert post(ingress, service_name).status_code == 202
     assert broker.depth(f"{service_name}_custom") == 1
     assert json.loads(json.dumps(broker.drain(f"{service_name}_custom", expect=1)[0][0]))["ase-service"] == service_name

@@ -5,18 +5,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.test import Client
 
 from ase_engine.broker import queue
 from ase_engine.message import Message, new_id
 from console.models import ComponentSettings, MessageEvent
 from tests.conftest import wait_until
+from tests.fixtures.services import IngressClient
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 def post(service: str, body: bytes = b'{"order": 1}') -> str:
-    response = Client().post(f"/ase/{service}/", data=body, content_type="application/json")
+    response = IngressClient().post(service, body)
     assert response.status_code == 202, response.content
     return str(response.json()["id"])
 

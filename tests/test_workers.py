@@ -9,18 +9,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.test import Client
 
 from ase_engine.errors import ProcessStateError
 from console import operations
 from console.models import MessageEvent, WorkerInstance
 from tests.conftest import wait_until
+from tests.fixtures.services import IngressClient
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 def post(service: str, body: bytes = b'{"order": 1}') -> str:
-    response = Client().post(f"/ase/{service}/", data=body, content_type="application/json")
+    response = IngressClient().post(service, body)
     assert response.status_code == 202, response.content
     return str(response.json()["id"])
 
@@ -116,7 +116,7 @@ def test_stopping_a_unit_waits_for_its_invocation_in_flight(broker, target, depl
     assert reply["left_in_flight"] == {service_name: 0}
     assert delivered_ids(target, "/slow") == [message_id]
     wait_until(lambda: broker.depth(service_name) == 0, 10, what="ack")
-    assert Client().post(f"/ase/{service_name}/", data=b"{}", content_type="application/json").status_code == 503
+    assert IngressClient().post(service_name, b"{}").status_code == 503
 
 
 def test_a_restarted_worker_honours_the_stopped_state(broker, target, deploy, workers, service_name):
