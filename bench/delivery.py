@@ -13,13 +13,13 @@ of the first delivery), both taken at the target.
   jbi.xml with its sending process started; then a Celery worker started
   exactly as scripts/up.sh does (``celery -A console worker --pool threads
   --concurrency 4``), whose sending process (``ASE_SENDING_CONCURRENCY``,
-  default 8: prefetch 8, 8 threads) delivers them.
+  default 8: prefetch 16, 8 threads) delivers them.
 - raw stomp.py loop (bench/raw_consumer.py, its own process): N persistent
   messages in another queue; one connection, ``client-individual`` ack,
-  prefetch 8, 8 threads: MESSAGE -> httpx POST -> ACK.
+  prefetch 16, 8 threads: MESSAGE -> urllib3 POST -> ACK.
 - plain Celery task (bench/plain_celery.py): N ``deliver.delay(...)`` on Redis
   db 13, then ``celery -A bench.plain_celery worker --pool threads
-  --concurrency 8``; ``acks_late=True``, ``autoretry_for=(httpx.HTTPError,)``.
+  --concurrency 8``; ``acks_late=True``, ``autoretry_for`` transport errors and 4xx/5xx.
 
 Goals (issue): ASE >= 0.7 x raw loop and >= 1.5 x plain Celery task.
 """
@@ -184,7 +184,7 @@ def run_raw(stack: Stack, n: int, round_no: int, timeout: float) -> Result:
         "--expect",
         str(n),
         "--prefetch",
-        "8",
+        "16",
         "--threads",
         "8",
         "--timeout",
@@ -343,15 +343,16 @@ app answering 200 `{{"ok":true}}` to every POST and recording arrival time and m
   to the PENDING queue `{ASE_QUEUE}` of a service unit deployed with `manage.py ase deploy` (sending process
   started, `target-url` = the target). Then a Celery worker is started as `scripts/up.sh` does
   (`celery -A console worker --pool threads --concurrency 4 --loglevel INFO`); its sending process
-  (`ASE_SENDING_CONCURRENCY` = 8: one subscription with prefetch 8, 8 threads) invokes the target and ACKs each
+  (`ASE_SENDING_CONCURRENCY` = 8: one subscription with prefetch 16, 8 threads) invokes the target and ACKs each
   message, recording the history events (attempt, acked) in SQLite.
 - **raw stomp.py loop** (`bench/raw_consumer.py`, its own process): N persistent messages in queue
-  `{RAW_QUEUE}`; one `Connection12(auto_decode=False)`, `ack:client-individual`, `activemq.prefetchSize:8`,
-  8 threads: MESSAGE -> httpx POST (shared client) -> ACK. No history, no classification beyond 2xx.
+  `{RAW_QUEUE}`; one `Connection12(auto_decode=False)`, `ack:client-individual`,
+  `activemq.prefetchSize:16` (as ASE), 8 threads: MESSAGE -> urllib3 POST (shared pool, the client ASE uses)
+  -> ACK. No history, no classification beyond 2xx.
 - **plain Celery task** (`bench/plain_celery.py`): N `deliver.delay(id, body)` on Redis db 13 (queue
   `bench_plain`, JSON, no result backend), then `celery -A bench.plain_celery worker --pool threads
-  --concurrency 8 --loglevel WARNING`; the task posts the body with a shared httpx client, `acks_late=True`,
-  `autoretry_for=(httpx.HTTPError,)` with `raise_for_status()`. Redis runs as the machine's default
+  --concurrency 8 --loglevel WARNING`; the task posts the body with a shared urllib3 pool (the client ASE
+  uses), `acks_late=True`, `autoretry_for` urllib3 errors and 4xx/5xx answers. Redis runs as the machine's default
   (no AOF fsync), so this baseline does not pay a disk sync per message.
 
 "consumer CPU ms/msg" is the CPU time (user + system) of the consumer's process group between the first and the

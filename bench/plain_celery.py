@@ -1,8 +1,8 @@
 """The "plain Celery task" baseline of bench/delivery.py.
 
 What a team would write without ASE: a Celery task over Redis that posts the
-body to the target with httpx, acknowledged late (``acks_late=True``) and
-retried on transport errors and 5xx (``autoretry_for=(httpx.HTTPError,)``).
+body to the target with urllib3 (the HTTP client ASE uses), acknowledged late
+(``acks_late=True``) and retried on transport errors and 5xx (``autoretry_for``).
 
     celery -A bench.plain_celery worker --pool threads --concurrency 8
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-import httpx
+import urllib3
 from celery import Celery
 
 BROKER_URL = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/13")
@@ -32,13 +32,24 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
 )
 
-# One pooled client per worker process, shared by its threads (httpx.Client is thread-safe).
-_client = httpx.Client(limits=httpx.Limits(max_connections=16, max_keepalive_connections=16), timeout=10.0)
+# One pool per worker process, shared by its threads (urllib3's PoolManager is thread-safe).
+_client = urllib3.PoolManager(maxsize=16, timeout=urllib3.Timeout(10.0), retries=False)
 
 
-@app.task(name="bench.deliver", acks_late=True, autoretry_for=(httpx.HTTPError,), retry_backoff=True, max_retries=5)
+class TargetError(Exception):
+    pass
+
+
+@app.task(
+    name="bench.deliver",
+    acks_late=True,
+    autoretry_for=(urllib3.exceptions.HTTPError, TargetError),
+    retry_backoff=True,
+    max_retries=5,
+)
 def deliver(message_id: str, body: str, content_type: str = "application/json") -> None:
-    response = _client.post(
-        TARGET_URL, content=body.encode(), headers={"Content-Type": content_type, "X-Bench-Id": message_id}
+    response = _client.request(
+        "POST", TARGET_URL, body=body.encode(), headers={"Content-Type": content_type, "X-Bench-Id": message_id}
     )
-    response.raise_for_status()
+    if response.status >= 400:
+        raise TargetError(f"HTTP {response.status}")

@@ -5,7 +5,7 @@
 One stomp.py ``Connection12`` (``auto_decode=False``) subscribed with
 ``ack:client-individual`` and ``activemq.prefetchSize`` = prefetch; the
 receiver thread puts each MESSAGE on an in-process queue; ``threads`` worker
-threads take one, POST its body with a shared ``httpx.Client``, and ACK it
+threads take one, POST its body with a shared urllib3 pool (the HTTP client ASE uses), and ACK it
 on a 2xx (NACK otherwise). Exits after ``expect`` ACKs (or ``--timeout``),
 with a DISCONNECT that waits for the broker's receipt, so every ACK is in.
 """
@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Any
 
-import httpx
 import stomp
+import urllib3
 
 
 class _Inbox(stomp.ConnectionListener):
@@ -50,7 +50,7 @@ def main() -> int:
     inbox = _Inbox()
     conn.set_listener("inbox", inbox)
     conn.connect(wait=True)
-    client = httpx.Client(limits=httpx.Limits(max_connections=16, max_keepalive_connections=16), timeout=10.0)
+    client = urllib3.PoolManager(maxsize=16, timeout=urllib3.Timeout(10.0), retries=False)
     acked = [0]
     failed = [0]
     lock = threading.Lock()
@@ -64,16 +64,17 @@ def main() -> int:
                 continue
             headers = frame.headers
             try:
-                response = client.post(
+                response = client.request(
+                    "POST",
                     args.url,
-                    content=frame.body,
+                    body=frame.body,
                     headers={
                         "Content-Type": headers.get("content-type", "application/octet-stream"),
                         "X-Bench-Id": headers.get("bench-id", ""),
                     },
                 )
-                ok = 200 <= response.status_code < 300
-            except httpx.HTTPError:
+                ok = 200 <= response.status < 300
+            except urllib3.exceptions.HTTPError:
                 ok = False
             if ok:
                 conn.ack(headers["ack"])

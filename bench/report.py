@@ -83,7 +83,7 @@ def machine() -> dict[str, str]:
         "Java": _java(),
         "Python": platform.python_version(),
         "libraries": ", ".join(
-            f"{d} {_version(d)}" for d in ("Django", "uvicorn", "stomp.py", "celery", "kombu", "redis", "httpx")
+            f"{d} {_version(d)}" for d in ("Django", "uvicorn", "stomp.py", "celery", "kombu", "redis", "urllib3")
         ),
         "Redis": _run(["redis-server", "--version"]).split(" v=")[-1].split(" ")[0],
         "wrk": wrk[0].split(" [")[0] if wrk else "?",
