@@ -12,7 +12,7 @@ the queue). ActiveMQ evaluates a selector only over the first page of a queue
 (maxPageSize, 200 messages), which is exactly where due requests are in this
 layout; nothing that is not due is ever delivered to the pump, so no
 redelivery counter is touched. Due requests are moved in transactions of up
-to ``batch`` (SEND to PENDING + ACK, one COMMIT), or to the expired area if
+to ``batch`` (SEND to PENDING + ACK, one COMMIT; a few commits pipelined), or to the expired area if
 their time-to-live passed (PROC-027, W0011). A run ends when the queues have
 been quiet for ``idle`` seconds or its ``budget`` is spent; whatever it had
 received but not committed returns to its RETRY queue.
@@ -25,7 +25,9 @@ import queue as queue_module
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ase_engine import codes
 from ase_engine.broker import Move, StompConnection, queue, wait
@@ -59,8 +61,9 @@ class RetryPump:
         history: HistorySink,
         *,
         instance: str = "retry-pump",
-        batch: int = 100,
-        prefetch: int = 500,
+        batch: int = 200,
+        prefetch: int = 1000,
+        in_flight: int = 3,
         idle: float = 0.25,
     ) -> None:
         self.component = component
@@ -68,6 +71,7 @@ class RetryPump:
         self.instance = instance
         self.batch = batch
         self.prefetch = prefetch
+        self.in_flight = in_flight
         self.idle = idle
 
     def pump(self, units: Sequence[ServiceUnitConfig], budget: float = 5.0) -> PumpReport:
@@ -117,26 +121,38 @@ class RetryPump:
         report: PumpReport,
         deadline: float,
     ) -> None:
-        while time.monotonic() < deadline:
-            try:
-                first = inbox.get(timeout=self.idle)
-            except queue_module.Empty:
-                return
-            frames = [first]
-            while len(frames) < self.batch:
+        """Move what arrives, in transactions of up to ``batch``, keeping up to ``in_flight`` commits pending
+        so the broker's disk sync of one batch overlaps the encoding of the next."""
+        pending: list[tuple[Future[Any], list[Event], list[tuple[logging.Logger, str]]]] = []
+        try:
+            while time.monotonic() < deadline:
+                if inbox.empty():
+                    while pending:  # nothing to overlap with: settle now rather than after the idle wait
+                        self._settled(pending.pop(0), report)
                 try:
-                    frames.append(inbox.get_nowait())
+                    first = inbox.get(timeout=self.idle)
                 except queue_module.Empty:
-                    break
-            self._move_batch(conn, frames, sources, report)
+                    return
+                frames = [first]
+                while len(frames) < self.batch:
+                    try:
+                        frames.append(inbox.get_nowait())
+                    except queue_module.Empty:
+                        break
+                pending.append(self._move_batch(conn, frames, sources))
+                while len(pending) >= self.in_flight:
+                    self._settled(pending.pop(0), report)
+        finally:
+            while pending:
+                self._settled(pending.pop(0), report)
 
     def _move_batch(
         self,
         conn: StompConnection,
         frames: list[tuple[dict[str, str], bytes]],
         sources: dict[str, _Source],
-        report: PumpReport,
-    ) -> None:
+    ) -> tuple[Future[Any], list[Event], list[tuple[logging.Logger, str]]]:
+        """Send one transaction moving ``frames`` (due → PENDING, expired → the expired area); not waited for."""
         moves: list[Move] = []
         events: list[Event] = []
         expired_logs: list[tuple[logging.Logger, str]] = []
@@ -165,19 +181,29 @@ class RetryPump:
             ready = replace(message, due=None)
             moves.append(Move(headers["ack"], queue(areas.pending), *ready.to_frame()))
             events.append(self._event(message, EventKind.RETRIED, areas.pending, "", f"retry {source.number}"))
-            report.per_service[unit.service] = report.per_service.get(unit.service, 0) + 1
+        return conn.move_many(moves), events, expired_logs
+
+    def _settled(
+        self,
+        batch: tuple[Future[Any], list[Event], list[tuple[logging.Logger, str]]],
+        report: PumpReport,
+    ) -> None:
+        """Wait for one batch's COMMIT receipt, then log and record what it moved."""
+        future, events, expired_logs = batch
         try:
-            wait(conn.move_many(moves), self.component.receipt_timeout)
+            wait(future, self.component.receipt_timeout)
         except BrokerUnavailable as exc:
             # Rolled back by the broker: the requests stay in their RETRY queues for the next run.
-            report.failed += len(moves)
-            log.error("retry pump: %d due requests not moved this run: %s", len(moves), exc)
+            report.failed += len(events)
+            log.error("retry pump: %d due requests not moved this run: %s", len(events), exc)
             raise
         for unit_log, area in expired_logs:
             codes.log(unit_log, "SE-ASE-W0011", area=area)
         report.expired += len(expired_logs)
-        report.retried += sum(1 for e in events if e.kind is EventKind.RETRIED)
         for event in events:
+            if event.kind is EventKind.RETRIED:
+                report.retried += 1
+                report.per_service[event.service] = report.per_service.get(event.service, 0) + 1
             try:
                 self.history.record(event)
             except Exception as exc:  # noqa: BLE001 - history must never cost the message

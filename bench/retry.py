@@ -221,8 +221,10 @@ worker's RSS (process group, sampled every 0.5 s) idle, then while {n:,} request
 wait in `bench_retry_waiting_retry_1` and the pump runs every second: nothing is loaded into the worker because
 the pump's `JMSTimestamp` selector matches none of them. (2) {n:,} due requests in `bench_retry_due_retry_1`
 (sending stopped, so they accumulate in PENDING): beat is started and the time until the RETRY queue is empty is
-measured (pump runs of at most 5 s, one per second, moves in transactions of 100, history recorded in SQLite).
-(3) The same with `RetryPump.pump` called in a loop in the benchmark process (history only logged).
+measured (pump runs of at most 5 s, one per second, moves in transactions of 200 with up to 3 commits pipelined,
+history recorded in SQLite).
+(3) The same with `RetryPump.pump` called in a loop in the benchmark process (history only logged), run last,
+while the broker already holds the 200,000 requests of (1) and (2) beyond its memory limits (so it pages from disk).
 
 {report.table(["measure", "value", "goal"], rows)}
 """
