@@ -92,6 +92,14 @@ def fill(stack: Stack, queue_name: str, service: str, count: int) -> float:
     return time.monotonic() - started
 
 
+def start_beat(stack: Stack, name: str) -> None:
+    """Celery beat as scripts/up.sh starts it, with a schedule file of its own."""
+    schedule = str(stack.data_dir / f"{name}-schedule")
+    stack.spawn(
+        name, [sys.executable, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO", "--schedule", schedule]
+    )
+
+
 def sample(stack: Stack, name: str, seconds: float) -> list[float]:
     values = []
     deadline = time.monotonic() + seconds
@@ -116,21 +124,7 @@ def main() -> int:
         stack.deploy(WAITING, "bench_retry_waiting", target + "/waiting", extra=retry_params(3600))
         stack.deploy(DUE, "bench_retry_due", target + "/due", sending=False, extra=retry_params(1))
         stack.start_worker()
-        stack.spawn(
-            "beat",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "console",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(stack.data_dir / "celerybeat-schedule"),
-            ],
-        )
+        start_beat(stack, "beat")
         time.sleep(10)
         idle = sample(stack, "worker", 10)
         fill_seconds = fill(stack, "bench_retry_waiting_retry_1", WAITING, n)
@@ -145,21 +139,7 @@ def main() -> int:
         fill(stack, "bench_retry_due_retry_1", DUE, n)
         time.sleep(1.5)
         started = time.monotonic()
-        stack.spawn(
-            "beat2",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "console",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(stack.data_dir / "celerybeat-schedule-2"),
-            ],
-        )
+        start_beat(stack, "beat2")
         deadline = started + 900
         while time.monotonic() < deadline and stack.depth("bench_retry_due_retry_1"):
             time.sleep(0.5)

@@ -70,7 +70,11 @@ DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that worker processes started by tests share it.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-ase.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several processes write (web, workers, beat): WAL lets readers and one writer work together, and
+    # IMMEDIATE transactions wait for the write lock (timeout) instead of failing on a lock upgrade.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("ASE_DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

@@ -133,4 +133,8 @@ def ase_sync(state: Any, wait: bool = False) -> dict[str, Any]:
     syncer = _syncer
     if syncer is None:
         return {"error": "no sending process in this worker"}
-    return syncer.sync()
+    try:
+        return syncer.sync()
+    except Exception as exc:  # noqa: BLE001 - answer the caller; the periodic sync will try again
+        log.error("instance %s: sync failed: %s: %s", syncer.process.instance, type(exc).__name__, exc)
+        return {"instance": syncer.process.instance, "error": f"{type(exc).__name__}: {exc}"}

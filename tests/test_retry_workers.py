@@ -15,12 +15,6 @@ from tests.fixtures.services import IngressClient
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def post(service: str, body: bytes = b'{"order": 1}') -> str:
-    response = IngressClient().post(service, body)
-    assert response.status_code == 202, response.content
-    return str(response.json()["id"])
-
-
 def calls(target, message_id: str) -> list[float]:  # type: ignore[no-untyped-def]
     return [r.at for r in list(target.received) if r.headers.get("X-ASE-Message-Id") == message_id]
 
@@ -45,7 +39,7 @@ def test_beat_retries_on_schedule_behind_10000_waiting_requests(broker, target, 
     workers()
     beats()
 
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     wait_until(lambda: len(calls(target, message_id)) == 1, 15, what="the first call")
     target.behaviours["/flaky"] = (200, b"{}", "application/json")
 
@@ -72,7 +66,7 @@ def test_ttl_hot_update_expires_waiting_requests_without_restart(broker, target,
     unit = result.unit.to_config()
     workers()
     beats()
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     wait_until(lambda: broker.depth(unit.areas.retry(1)) == 1, 15, what="the request in RETRY")
 
     ComponentSettings.objects.update_or_create(pk=1, defaults={"time_to_live": 1})
@@ -93,7 +87,7 @@ def test_expired_request_in_pending_is_never_sent(broker, target, deploy, worker
         mustBeAutomaticallyStarted="false",
         **{"time-to-live": "1"},
     )
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     time.sleep(1.5)
     from console import operations
 

@@ -19,12 +19,6 @@ from tests.fixtures.services import IngressClient
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def post(service: str, body: bytes = b'{"order": 1}') -> str:
-    response = IngressClient().post(service, body)
-    assert response.status_code == 202, response.content
-    return str(response.json()["id"])
-
-
 def delivered_ids(target, path: str) -> list[str]:  # type: ignore[no-untyped-def]
     return [r.headers["X-ASE-Message-Id"] for r in list(target.received) if r.path == path]
 
@@ -33,7 +27,7 @@ def test_worker_delivers_a_posted_request_to_the_target(broker, target, deploy, 
     deploy(service_name, target.on("/ok", 200, b"{}", "application/json"))
     workers()
 
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
 
     wait_until(lambda: delivered_ids(target, "/ok") == [message_id], 15, what="delivery")
     wait_until(lambda: broker.depth(service_name) == 0, 10, what="ack")
@@ -50,7 +44,7 @@ def test_stopping_the_sending_process_reaches_every_instance(broker, target, dep
 
     assert sorted(r["instance"] for r in _replies(result.workers)) == sorted([first.name, second.name]), result.workers
     assert all(service_name not in r["sending"] for r in _replies(result.workers))
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     time.sleep(1.5)
     assert delivered_ids(target, "/ok") == []
     assert broker.depth(service_name) == 1
@@ -69,7 +63,7 @@ def test_instances_share_one_queue_and_deliver_each_request_once(broker, target,
     deploy(service_name, target.on("/ok", "sleep", 0.05, 200))
     first, second = workers(), workers()
 
-    ids = {post(service_name, f'{{"n": {n}}}'.encode()) for n in range(40)}
+    ids = {IngressClient().accept(service_name, f'{{"n": {n}}}'.encode()) for n in range(40)}
 
     wait_until(lambda: len(delivered_ids(target, "/ok")) >= 40, 30, what="40 deliveries")
     time.sleep(0.5)
@@ -86,7 +80,7 @@ def test_instances_share_one_queue_and_deliver_each_request_once(broker, target,
 def test_kill_9_of_worker_during_invocation_loses_nothing(broker, target, deploy, workers, service_name):
     deploy(service_name, target.on("/slow", "sleep", 3, 200), timeout="20000")
     doomed = workers()
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     assert target.started.wait(15), "the target was never called"
 
     doomed.kill9()
@@ -107,7 +101,7 @@ def test_kill_9_of_worker_during_invocation_loses_nothing(broker, target, deploy
 def test_stopping_a_unit_waits_for_its_invocation_in_flight(broker, target, deploy, workers, service_name):
     deploy(service_name, target.on("/slow", "sleep", 2, 200), timeout="10000", provides_stop_timeout="15")
     workers()
-    message_id = post(service_name)
+    message_id = IngressClient().accept(service_name)
     assert target.started.wait(15)
 
     result = operations.stop_unit(service_name)
@@ -122,7 +116,7 @@ def test_stopping_a_unit_waits_for_its_invocation_in_flight(broker, target, depl
 def test_a_restarted_worker_honours_the_stopped_state(broker, target, deploy, workers, service_name):
     deploy(service_name, target.on("/ok", 200, b"{}", "application/json"))
     operations.set_process("sending", False, service_name)
-    post(service_name)
+    IngressClient().accept(service_name)
 
     worker = workers()
     time.sleep(1.5)
