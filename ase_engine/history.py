@@ -68,4 +68,5 @@ class MemorySink:
         self.events.append(event)
 
     def kinds(self, message_id: str) -> list[EventKind]:
-        return [e.kind for e in self.events if e.message_id == message_id]
+        """The message's events in time order, as a history store orders them (by ``at``)."""
+        return [e.kind for e in sorted(self.events, key=lambda e: e.at_ms) if e.message_id == message_id]
