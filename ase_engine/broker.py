@@ -218,9 +218,6 @@ class StompConnection:
         """Acknowledge one message (no receipt: a lost ack means a redelivery, never a loss)."""
         self._transmit(None, lambda conn: conn.ack(ack_id))
 
-    def nack(self, ack_id: str) -> None:
-        self._transmit(None, lambda conn: conn.nack(ack_id))
-
     def move(self, ack_id: str, destination: str, headers: dict[str, str], body: bytes) -> Future[Any]:
         """SEND to ``destination`` and ACK ``ack_id`` in one transaction (invariant 3).
 

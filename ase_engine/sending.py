@@ -47,7 +47,6 @@ class _Subscription:
     id: str
     stopping: bool = False
     in_flight: int = 0
-    handled: int = 0
     drained: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -300,7 +299,6 @@ class SendingProcess:
         finally:
             with sub.drained:
                 sub.in_flight -= 1
-                sub.handled += 1
                 sub.drained.notify_all()
 
     def _settle(self, unit: ServiceUnitConfig, conn: StompConnection, headers: dict[str, str], body: bytes) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report  # noqa: E402
-from bench.stack import BROKER_PORT, PY, REDIS_URL, TARGET_PORT, BenchError, Stack, http_get_json, http_post  # noqa: E402
+from bench.stack import BROKER_PORT, PY, REDIS_URL, TARGET_PORT, BenchError, Stack, http_get_json, http_post, run  # noqa: E402
 
 GOAL_RAW = 0.7
 GOAL_CELERY = 1.5
@@ -373,11 +373,4 @@ empty (checked) and every message must have arrived (counted by distinct id at t
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+    run(main)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import stomp  # noqa: E402
 
 from bench import report  # noqa: E402
-from bench.stack import BROKER_PORT, ROOT, WEB_PORT, BenchError, Stack  # noqa: E402
+from bench.stack import BROKER_PORT, ROOT, WEB_PORT, BenchError, Stack, run  # noqa: E402
 
 GOAL = 0.8
 TAIL_SECONDS = 2  # wrk keeps running this long after the POST phase, sending only GET /healthz
@@ -359,11 +359,4 @@ Goal: ingress >= {GOAL} x raw SEND: **{verdict}**.
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+    run(main)

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report  # noqa: E402
-from bench.stack import Stack  # noqa: E402
+from bench.stack import Stack, run  # noqa: E402
 
 GOAL_MEMORY_MB = 50
 GOAL_RATE = 1000
@@ -215,4 +215,4 @@ while the broker already holds the 200,000 requests of (1) and (2) beyond its me
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -27,6 +27,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -383,3 +384,15 @@ class Stack:
         base = f"http://127.0.0.1:{TARGET_PORT}"
         self.wait_http("target", f"{base}/_stats")
         return base
+
+
+def run(main: Callable[[], int]) -> None:
+    """Run a benchmark's ``main`` as a script: a clear message and exit status on failure or Ctrl-C."""
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)
