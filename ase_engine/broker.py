@@ -4,7 +4,7 @@
 answers into futures: every SEND, COMMIT and SUBSCRIBE we need to be sure of
 carries a ``receipt`` header, and the future completes when the RECEIPT frame
 comes back (or fails on an ERROR frame or a disconnect). Nothing here retries
-or reconnects by itself; the owners (``PostingPool``, the sending process)
+or reconnects by itself; the owners (the sending process, the retry pump)
 decide what to do with a ``BrokerUnavailable``.
 
 ActiveMQ facts this module relies on:
@@ -241,6 +241,20 @@ class StompConnection:
         self._transmit(receipt, action)
         return future
 
+    def ack_many(self, ack_ids: list[str]) -> Future[Any]:
+        """Acknowledge several messages in one transaction (a purge); the future completes on COMMIT."""
+        tx = f"{self.name}-tx-{uuid.uuid4().hex}"
+        receipt, future = self._receipt()
+
+        def action(conn: stomp.Connection12) -> None:
+            conn.begin(transaction=tx)
+            for ack_id in ack_ids:
+                conn.ack(ack_id, transaction=tx)
+            conn.commit(transaction=tx, headers={"receipt": receipt})
+
+        self._transmit(receipt, action)
+        return future
+
     # -- queues ------------------------------------------------------------
 
     def ensure_queues(self, names: Iterable[str], timeout: float | None = None) -> None:
@@ -399,56 +413,3 @@ def _parse_stats(body: bytes) -> dict[str, Any]:
         else:
             stats[key.text or ""] = value.text
     return stats
-
-
-class PostingPool:
-    """A few shared connections for the posting process (the web tier).
-
-    SENDs are pipelined: many requests can wait for their receipts on one
-    connection. A connection that dropped is reopened on the next send, but
-    not more often than every ``retry_interval`` seconds, so a dead broker
-    costs a request one failed connect at most and then fails fast.
-    """
-
-    def __init__(self, component: ComponentConfig, size: int = 4, retry_interval: float = 0.5) -> None:
-        self.component = component
-        self.retry_interval = retry_interval
-        # No STOMP heart-beats: a posting connection can sit idle, and a busy broker or process missing a beat
-        # would drop it for nothing. A dead connection shows at the next SEND (socket error or no receipt).
-        self._connections = [
-            StompConnection(component, name=f"post-{i}-{uuid.uuid4().hex[:8]}", heartbeats=(0, 0)) for i in range(size)
-        ]
-        self._next_try = [0.0] * size
-        self._locks = [threading.Lock() for _ in range(size)]
-        self._cycle = itertools.cycle(range(size))
-
-    def send(self, destination: str, headers: dict[str, str], body: bytes) -> Future[Any]:
-        """Send on the next connection, (re)connecting it first if needed: may block, see ``ready``."""
-        index = next(self._cycle)
-        connection = self._connection(index)
-        return connection.send(destination, headers, body)
-
-    def ready(self) -> bool:
-        """True when every connection is open, so ``send`` will not block on a connect."""
-        return all(connection.connected for connection in self._connections)
-
-    def _connection(self, index: int) -> StompConnection:
-        connection = self._connections[index]
-        if connection.connected:
-            return connection
-        with self._locks[index]:
-            if connection.connected:
-                return connection
-            now = time.monotonic()
-            if now < self._next_try[index]:
-                raise BrokerUnavailable(connection.last_error or "not connected to the broker")
-            self._next_try[index] = now + self.retry_interval
-            connection.connect(timeout=self.component.receipt_timeout)
-            return connection
-
-    def close(self) -> None:
-        for connection in self._connections:
-            try:
-                connection.disconnect()
-            except BrokerUnavailable:
-                pass

@@ -215,6 +215,55 @@ CATALOG: dict[str, Code] = _catalog(
         "Timeout on target service invocation on request '{request_id}'. Waiting for {duration} "
         "seconds before next try ({attempt}/{attempts}).",
     ),
+    # -- ours (outside the spec's range) ---------------------------------------
+    # Duplicate elimination at the ingress (Idempotency-Key).
+    Code(
+        "SE-ASE-I1001",
+        INF,
+        "A request with the Idempotency-Key '{key}' was already accepted for the service '{service}' as "
+        "'{request_id}'. It is not persisted again; the first answer is returned.",
+    ),
+    Code(
+        "SE-ASE-E1001",
+        ERR,
+        "The Idempotency-Key '{key}' was already used for the service '{service}' with a different request "
+        "(body, content type, MEP or properties). Use a new key for a new request.",
+    ),
+    Code(
+        "SE-ASE-E1002",
+        ERR,
+        "A request with the Idempotency-Key '{key}' for the service '{service}' is still being persisted after "
+        "{seconds} seconds. Retry later.",
+    ),
+    Code(
+        "SE-ASE-E1003",
+        ERR,
+        "The duplicate check of the Idempotency-Key '{key}' for the service '{service}' is unavailable: {reason}. "
+        "The request is not accepted; retry later.",
+    ),
+    # Target protection: circuit breaker and rate limit.
+    Code(
+        "SE-ASE-W1001",
+        WRN,
+        "The circuit breaker of the service '{service}' opens after {failures} consecutive errors or timeouts "
+        "of its target. Sending is paused for {cooldown} seconds; requests stay in the persistence area '{area}'.",
+    ),
+    Code(
+        "SE-ASE-I1002",
+        INF,
+        "The circuit breaker of the service '{service}' is half-open: one request probes the target.",
+    ),
+    Code(
+        "SE-ASE-I1003",
+        INF,
+        "The circuit breaker of the service '{service}' is closed: the target answered, sending resumes.",
+    ),
+    # Ordered delivery per group.
+    Code(
+        "SE-ASE-W1002",
+        WRN,
+        "The group '{group}' of the service '{service}' waits: its head request '{request_id}' {reason}.",
+    ),
 )
 
 SPEC_CODE_COUNT = 47

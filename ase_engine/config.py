@@ -24,6 +24,19 @@ DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_RETRY_NUMBER = 3
 DEFAULT_RETRY_BASE_INTERVAL = 10
 DEFAULT_RETRY_FACTOR = 3
+DEFAULT_BREAKER_COOLDOWN = 30
+GROUP_HEADER = "X-ASE-Group"
+# What a group does while its head waits for a retry or sits parked (ordered delivery).
+GROUP_WAIT, GROUP_SKIP = "wait", "skip"
+
+# Parameters of ours in the consumes section (issue 7: target protection and ordered delivery).
+PROTECTION_PARAMETERS = (
+    "circuit-breaker-threshold",
+    "circuit-breaker-cooldown",
+    "rate-limit",
+    "ordered-groups",
+    "ordered-group-blocked",
+)
 
 # Queue names and ASE service names end up in URLs and STOMP destinations.
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
@@ -276,6 +289,14 @@ class ServiceUnitConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     mep: str = "InOnly"
     queues: QueueNames | None = None
+    # Circuit breaker: open after this many consecutive errors/timeouts (0 = no breaker), for ``cooldown`` s.
+    breaker_threshold: int = 0
+    breaker_cooldown: int = DEFAULT_BREAKER_COOLDOWN
+    # Rate limit towards the target, messages per second across every instance (0 = none).
+    rate_limit: float = 0.0
+    # Ordered delivery per group (``X-ASE-Group``); a blocked group waits or skips its parked head.
+    ordered_groups: bool = False
+    group_blocked: str = GROUP_WAIT
 
     def __post_init__(self) -> None:
         if self.queues is None:
@@ -385,6 +406,19 @@ def parse_service_unit(
 
     mep = str(consumes.get("mep") or "InOnly").strip() or "InOnly"
 
+    breaker_threshold = _required_int(consumes, "circuit-breaker-threshold", 0, 0)
+    breaker_cooldown = _required_int(consumes, "circuit-breaker-cooldown", DEFAULT_BREAKER_COOLDOWN, 1)
+    rate_limit = _rate(consumes.get("rate-limit"))
+    ordered_groups, valid = parse_bool(consumes.get("ordered-groups"), False)
+    if not valid:
+        raise ParameterError(f"Invalid value '{consumes.get('ordered-groups')}' for parameter 'ordered-groups'.")
+    group_blocked = str(consumes.get("ordered-group-blocked") or GROUP_WAIT).strip().lower()
+    if group_blocked not in (GROUP_WAIT, GROUP_SKIP):
+        raise ParameterError(
+            f"Invalid value '{consumes.get('ordered-group-blocked')}' for parameter 'ordered-group-blocked': "
+            f"'{GROUP_WAIT}' or '{GROUP_SKIP}' is expected."
+        )
+
     queues = _queue_names(service, provides, consumes, notices)
     config = ServiceUnitConfig(
         name=su_name or service,
@@ -404,8 +438,26 @@ def parse_service_unit(
         retry=retry,
         mep=mep,
         queues=queues,
+        breaker_threshold=breaker_threshold,
+        breaker_cooldown=breaker_cooldown,
+        rate_limit=rate_limit,
+        ordered_groups=ordered_groups,
+        group_blocked=group_blocked,
     )
     return config, notices
+
+
+def _rate(raw: Any) -> float:
+    """``rate-limit``: messages per second, a non-negative decimal number (0 or absent: no limit)."""
+    if raw is None or str(raw).strip() == "":
+        return 0.0
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise ParameterError(f"Invalid value '{raw}' for parameter 'rate-limit': a number of messages/s >= 0.")
+    return value
 
 
 def _queue_names(

@@ -51,6 +51,7 @@ ASE_PARAMETERS = frozenset(
         "retry-policy-base-interval",
         "retry-policy-factor",
         "time-to-live",
+        *config.PROTECTION_PARAMETERS,
         *config.QUEUE_PARAMETERS,
     }
 )

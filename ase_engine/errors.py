@@ -51,3 +51,8 @@ class BrokerUnavailable(Exception):
 
 class DescriptorError(Exception):
     """A JBI descriptor that is not well-formed or lacks a mandatory section."""
+
+
+class AreaError(AseError):
+    """An administrative action on a persistence area failed or was refused (E0008, E0009, E0012, E0013, E0018,
+    E0021)."""

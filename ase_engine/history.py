@@ -27,8 +27,14 @@ class EventKind(enum.Enum):
     RETRY_SCHEDULED = "retry_scheduled"
     RETRIED = "retried"
     EXPIRED = "expired"
+    PARKED = "parked"
     PURGED = "purged"
     RECYCLED = "recycled"
+
+
+# The events that leave a message in a parking area (expired, timed out, error, fault) until an
+# operator purges or recycles it; a ``PARKED`` event follows each of them, naming the area.
+PARKING_KINDS = frozenset({EventKind.EXPIRED, EventKind.TIMEOUT, EventKind.ERROR, EventKind.FAULT})
 
 
 @dataclass(frozen=True)

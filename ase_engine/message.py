@@ -35,6 +35,9 @@ H_LAST_ERROR = "ase-last-error"
 H_LAST_ANSWER = "ase-last-answer"
 H_LAST_AT = "ase-last-at"
 H_DUE = "ase-due"
+H_GROUP = "ase-group"
+# ActiveMQ message groups: every message of a group goes to the one consumer that owns the group.
+H_JMS_GROUP = "JMSXGroupID"
 
 # The target's answer kept with a faulted message is cut to this many characters.
 MAX_ANSWER_CHARS = 16_384
@@ -83,6 +86,7 @@ class Message:
     last_answer: str | None = None
     last_at: int | None = None
     due: int | None = None
+    group: str | None = None
 
     @property
     def size(self) -> int:
@@ -130,6 +134,8 @@ class Message:
             H_LAST_ANSWER: self.last_answer,
             H_LAST_AT: None if self.last_at is None else str(self.last_at),
             H_DUE: None if self.due is None else str(self.due),
+            H_GROUP: self.group,
+            H_JMS_GROUP: self.group,
         }
         headers.update({k: v for k, v in optional.items() if v is not None})
         return headers, self.payload
@@ -158,6 +164,7 @@ class Message:
                 last_answer=headers.get(H_LAST_ANSWER),
                 last_at=int(last_at) if last_at else None,
                 due=int(due) if due else None,
+                group=headers.get(H_GROUP) or None,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise MalformedMessage(f"not an ASE message: {exc!r}") from None

@@ -7,21 +7,18 @@ answers 503 and the client may retry.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
 from ase_engine import codes
-from ase_engine.broker import PostingPool, queue
+from ase_engine.broker import queue
 from ase_engine.config import ServiceUnitConfig
 from ase_engine.errors import AseError, BrokerUnavailable, PersistenceError
 from ase_engine.history import Event, EventKind, HistorySink
 from ase_engine.message import MEPS, Attachment, Message, new_id, now_ms
+from ase_engine.stomp_async import AsyncPostingPool
 
 log = logging.getLogger("ase.posting")
-
-# Bodies above this size are written to the socket from a thread, not from the event loop.
-_INLINE_SEND_LIMIT = 65_536
 
 
 def check_mep(mep: str | None) -> str:
@@ -41,7 +38,9 @@ def build_message(
     properties: Mapping[str, str] | None = None,
     attachments: Sequence[Attachment] = (),
     idempotency_key: str | None = None,
+    group: str | None = None,
 ) -> Message:
+    """The message to persist; ``group`` (``X-ASE-Group``) is kept only for a unit with ordered groups."""
     return Message(
         id=new_id(),
         service=unit.service,
@@ -52,11 +51,12 @@ def build_message(
         attachments=tuple(attachments),
         incoming_timestamp=now_ms(),
         idempotency_key=idempotency_key,
+        group=(group.strip() or None) if group and unit.ordered_groups else None,
     )
 
 
 class Poster:
-    def __init__(self, pool: PostingPool, history: HistorySink, instance: str = "") -> None:
+    def __init__(self, pool: AsyncPostingPool, history: HistorySink, instance: str = "") -> None:
         self.pool = pool
         self.history = history
         self.instance = instance
@@ -65,16 +65,10 @@ class Poster:
         """Persist ``message`` in the service's PENDING queue; raises E0011 unless the broker confirmed."""
         area = unit.areas.pending
         headers, body = message.to_frame()
-        timeout = self.pool.component.receipt_timeout
         try:
-            if len(body) > _INLINE_SEND_LIMIT or not self.pool.ready():
-                # A large socket write, or a connection to (re)open: not on the event loop.
-                future = await asyncio.to_thread(self.pool.send, queue(area), headers, body)
-            else:
-                future = self.pool.send(queue(area), headers, body)
-            await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-        except (BrokerUnavailable, TimeoutError) as exc:
-            reason = str(exc) or f"no receipt from the broker within {timeout:g} s"
+            await self.pool.send(queue(area), headers, body)
+        except BrokerUnavailable as exc:
+            reason = str(exc)
             codes.log(log, "SE-ASE-E0011", area=area, reason=reason)
             raise PersistenceError("SE-ASE-E0011", area=area, reason=reason) from None
         self.history.record(
@@ -84,7 +78,16 @@ class Poster:
                 EventKind.POSTED,
                 area=area,
                 size=message.size,
+                detail=posted_detail(message.idempotency_key),
                 instance=self.instance,
                 at_ms=message.incoming_timestamp,
             )
         )
+
+
+IDEMPOTENCY_DETAIL_PREFIX = "idempotency-key: "
+
+
+def posted_detail(idempotency_key: str | None) -> str:
+    """The POSTED event's detail: the idempotency key, so that the console can find a message by it."""
+    return f"{IDEMPOTENCY_DETAIL_PREFIX}{idempotency_key}"[:500] if idempotency_key else ""

@@ -176,6 +176,7 @@ class RetryPump:
                 )
                 moves.append(Move(headers["ack"], queue(areas.expired), *expired.to_frame()))
                 events.append(self._event(message, EventKind.EXPIRED, areas.expired, "SE-ASE-W0011"))
+                events.append(self._event(message, EventKind.PARKED, areas.expired, "SE-ASE-W0011"))
                 expired_logs.append((logging.getLogger(f"ase.retry.{unit.service}"), areas.expired))
                 continue
             ready = replace(message, due=None)
@@ -194,7 +195,7 @@ class RetryPump:
             wait(future, self.component.receipt_timeout)
         except BrokerUnavailable as exc:
             # Rolled back by the broker: the requests stay in their RETRY queues for the next run.
-            report.failed += len(events)
+            report.failed += sum(1 for event in events if event.kind is not EventKind.PARKED)
             log.error("retry pump: %d due requests not moved this run: %s", len(events), exc)
             raise
         for unit_log, area in expired_logs:

@@ -1,10 +1,13 @@
 -- wrk script for bench/ingress.py:
---   wrk -t2 -c16 -d<S+3>s -s bench/ingress.lua http://127.0.0.1:8653 -- <path> <body-file> <S>
+--   wrk -t2 -c16 -d<S+3>s -s bench/ingress.lua http://127.0.0.1:8653 -- <path> <body-file> <S> [keyed]
 --
 -- For <S> seconds every request is POST <path> with the body of <body-file>
 -- (Content-Type: application/json). After that, connections only send
 -- GET /healthz until wrk stops, so every ingress request that was started
 -- gets its answer and is counted: the queue depth must equal the 202s.
+-- With "keyed", every POST carries an Idempotency-Key of its own (thread
+-- number, a random run prefix, a counter): no two are duplicates, so the
+-- depth must still equal the 202s (bench/ingress_idempotency.py).
 --
 -- Counts 202 answers ("ok"), /healthz answers ("idle", ignored) and anything
 -- else ("bad", with a sample). Times come from CLOCK_MONOTONIC (LuaJIT FFI).
@@ -25,6 +28,7 @@ local threads = {}
 
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("thread_no", #threads)
 end
 
 -- Per-thread globals (read by done() through thread:get).
@@ -33,6 +37,7 @@ started, last_ok = 0, 0
 bad_sample = ""
 
 local post_req, idle_req, deadline
+local keyed, key_prefix, key_count, post_path, post_body = false, "", 0, nil, nil
 
 function init(args)
   local path, body_file, seconds = args[1], args[2], tonumber(args[3])
@@ -40,6 +45,12 @@ function init(args)
   local body = f:read("*a")
   f:close()
   post_req = wrk.format("POST", path, { ["Content-Type"] = "application/json" }, body)
+  keyed = args[4] == "keyed"
+  if keyed then
+    math.randomseed(os.time() + (thread_no or 0))
+    key_prefix = string.format("bench-%d-%d-%d-", os.time(), thread_no or 0, math.random(1, 1000000000))
+    post_path, post_body = path, body
+  end
   idle_req = wrk.format("GET", "/healthz", {}, nil)
   started = now()
   deadline = started + seconds
@@ -47,6 +58,11 @@ end
 
 function request()
   if now() < deadline then
+    if keyed then
+      key_count = key_count + 1
+      local headers = { ["Content-Type"] = "application/json", ["Idempotency-Key"] = key_prefix .. key_count }
+      return wrk.format("POST", post_path, headers, post_body)
+    end
     return post_req
   end
   return idle_req

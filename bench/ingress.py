@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,14 @@ from bench.stack import BROKER_PORT, ROOT, WEB_PORT, BenchError, Stack, run  # n
 
 GOAL = 0.8
 TAIL_SECONDS = 2  # wrk keeps running this long after the POST phase, sending only GET /healthz
+
+
+def wrk_missing() -> bool:
+    """True (and says how to install it) when the load generator is not on this machine."""
+    if shutil.which("wrk") is not None:
+        return False
+    print("wrk is missing: apt-get install -y wrk", file=sys.stderr)
+    return True
 
 
 def make_body(size: int = 1024) -> bytes:
@@ -70,7 +79,28 @@ class Result:
         return self.connections / self.rate * 1000
 
 
-def run_wrk(service: str, body_file: Path, seconds: int, connections: int, threads: int) -> tuple[dict[str, str], str]:
+def round_rows(
+    first: list[Result], second: list[Result], ratio: Callable[[Result, Result], float]
+) -> list[list[object]]:
+    """A table row per round of two variants measured side by side: rates, ratio, mean latencies, counts = depths."""
+    return [
+        [
+            a.round,
+            f"{a.rate:,.0f}",
+            f"{b.rate:,.0f}",
+            f"{ratio(a, b):.2f}",
+            f"{a.mean_latency_ms:.1f} / {b.mean_latency_ms:.1f}",
+            f"{a.accepted:,} = {a.depth:,}",
+            f"{b.accepted:,} = {b.depth:,}",
+        ]
+        for a, b in zip(first, second, strict=True)
+    ]
+
+
+def run_wrk(
+    service: str, body_file: Path, seconds: int, connections: int, threads: int, keyed: bool = False
+) -> tuple[dict[str, str], str]:
+    """Run ``bench/ingress.lua``; ``keyed``: every POST carries an Idempotency-Key of its own."""
     cmd = [
         "wrk",
         f"-t{threads}",
@@ -85,6 +115,7 @@ def run_wrk(service: str, body_file: Path, seconds: int, connections: int, threa
         f"/ase/{service}/",
         str(body_file),
         str(seconds),
+        *(["keyed"] if keyed else []),
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + TAIL_SECONDS + 60)
     if result.returncode != 0:
@@ -106,8 +137,9 @@ def ase_round(
     threads: int,
     round_no: int,
     check: bool = True,
+    keyed: bool = False,
 ) -> Result:
-    fields, output = run_wrk(service, body_file, seconds, connections, threads)
+    fields, output = run_wrk(service, body_file, seconds, connections, threads, keyed)
     (stack.log_dir / f"wrk-{service}.txt").write_text(output)
     ok, bad = int(fields["ok"]), int(fields["bad"])
     socket_errors = {k: int(fields[k]) for k in ("connect", "read", "write", "timeout")}
@@ -123,7 +155,8 @@ def ase_round(
         )
     if check and depth != ok:
         raise BenchError(f"queue depth {depth} != 202s counted {ok}")
-    return Result("ASE ingress", round_no, ok, float(fields["last_ok"]) - float(fields["start"]), depth, connections)
+    variant = "ASE ingress, Idempotency-Key" if keyed else "ASE ingress"
+    return Result(variant, round_no, ok, float(fields["last_ok"]) - float(fields["start"]), depth, connections)
 
 
 class _Receipts(stomp.ConnectionListener):
@@ -219,8 +252,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/BENCHMARKS.md")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        print("wrk is missing: apt-get install -y wrk", file=sys.stderr)
+    if wrk_missing():
         return 2
 
     info = report.machine()
@@ -275,19 +307,7 @@ def main() -> int:
     elapsed = time.monotonic() - started
     info["load average at end"] = report.loadavg()
 
-    rows = []
-    for a, b in zip(ase, raw, strict=True):
-        rows.append(
-            [
-                a.round,
-                f"{a.rate:,.0f}",
-                f"{b.rate:,.0f}",
-                f"{a.rate / b.rate:.2f}",
-                f"{a.mean_latency_ms:.1f} / {b.mean_latency_ms:.1f}",
-                f"{a.accepted:,} = {a.depth:,}",
-                f"{b.accepted:,} = {b.depth:,}",
-            ]
-        )
+    rows = round_rows(ase, raw, lambda a, b: a.rate / b.rate)
     ase_median = report.median([a.rate for a in ase])
     raw_median = report.median([b.rate for b in raw])
     ratio_median = report.median([a.rate / b.rate for a, b in zip(ase, raw, strict=True)])

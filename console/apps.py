@@ -7,4 +7,7 @@ class ConsoleConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console import checks  # noqa: F401 - registers the system checks
+        # checks: registers the system checks. celery: the configured Celery app becomes the current one in
+        # every process (the web one too), so that shared tasks sent from a view (jobs) reach the configured
+        # broker instead of Celery's default.
+        from console import celery, checks  # noqa: F401

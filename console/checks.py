@@ -21,3 +21,22 @@ def check_component_parameters(app_configs: Any, **kwargs: Any) -> list[CheckMes
     except ParameterError as exc:
         return [Error(str(exc), id="ase.E001")]
     return [Warning(notice.public, id=notice.code) for notice in notices]
+
+
+@register()
+def check_history_and_reports(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """ASE_HISTORY_* and report settings must make sense (a typo'd value is refused, never ignored)."""
+    from django.conf import settings
+
+    errors: list[CheckMessage] = []
+    if settings.ASE_HISTORY_RETENTION_DAYS < 0:
+        errors.append(Error("ASE_HISTORY_RETENTION_DAYS must be 0 (keep forever) or a number of days", id="ase.E010"))
+    if settings.ASE_HISTORY_PURGE_INTERVAL <= 0:
+        errors.append(Error("ASE_HISTORY_PURGE_INTERVAL must be a positive number of seconds", id="ase.E011"))
+    if settings.ASE_HISTORY_PURGE_BATCH < 1:
+        errors.append(Error("ASE_HISTORY_PURGE_BATCH must be at least 1", id="ase.E012"))
+    if settings.ASE_REPORT_PARTITIONS < 1:
+        errors.append(Error("ASE_REPORT_PARTITIONS must be at least 1", id="ase.E013"))
+    if settings.ASE_REPORT_JDBC_URL and not settings.ASE_REPORT_JDBC_URL.startswith("jdbc:"):
+        errors.append(Error("ASE_REPORT_JDBC_URL must be a JDBC URL (jdbc:postgresql://... )", id="ase.E014"))
+    return errors

@@ -1,7 +1,8 @@
 """Stores the engine's history events in the database, off the request path.
 
 ``BufferedRecorder.record`` only puts the event on a queue; a daemon thread
-writes them in batches (one ``executemany`` INSERT) every ``interval`` seconds or every
+writes them in batches (one transaction each: COPY on PostgreSQL, one
+``executemany`` INSERT elsewhere) every ``interval`` seconds or every
 ``batch`` events. A failing write is logged and the batch dropped: history
 must never cost a message or block the ingress. What is buffered when the
 process is killed (at most ``interval`` seconds of events) is lost.
@@ -13,7 +14,6 @@ import atexit
 import logging
 import queue
 import threading
-from datetime import UTC, datetime
 
 from django.db import close_old_connections
 
@@ -29,6 +29,9 @@ class BufferedRecorder:
         self._queue: queue.Queue[Event] = queue.Queue(maxsize=capacity)
         self._thread = threading.Thread(target=self._run, name="ase-history", daemon=True)
         self._stop = threading.Event()
+        # Held while a batch is taken off the queue and written, so that flush()
+        # cannot return while the writer thread still holds uncommitted events.
+        self._writing = threading.Lock()
         self._thread.start()
         atexit.register(self.flush)
 
@@ -39,9 +42,11 @@ class BufferedRecorder:
             log.error("history buffer full: event %s of message %s dropped", event.kind.value, event.message_id)
 
     def flush(self) -> None:
-        """Write everything buffered now (used at exit and by tests)."""
-        while not self._queue.empty():
-            self._write(self._take())
+        """Write everything buffered now, and wait for a batch the writer thread is storing
+        (used at exit and by tests): on return, every event recorded before the call is committed."""
+        with self._writing:
+            while not self._queue.empty():
+                self._write(self._take())
 
     def _take(self) -> list[Event]:
         events: list[Event] = []
@@ -55,71 +60,46 @@ class BufferedRecorder:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             while True:
-                events = self._take()
-                if not events:
-                    break
-                self._write(events)
+                with self._writing:
+                    events = self._take()
+                    if not events:
+                        break
+                    self._write(events)
 
     def _write(self, events: list[Event]) -> None:
-        """One multi-row INSERT (executemany) per batch: no model instances on this path."""
+        """One batch, one transaction (``history_store.bulk_load``: COPY on PostgreSQL, one multi-row
+        ``executemany`` elsewhere); no model instances on this path."""
         if not events:
             return
-        from django.db import connection
-
-        from console.models import MessageEvent
+        from console.history_store import bulk_load
 
         close_old_connections()
-        table = connection.ops.quote_name(MessageEvent._meta.db_table)
-        columns = ", ".join(connection.ops.quote_name(c) for c in _COLUMNS)
-        adapt = connection.ops.adapt_datetimefield_value
-        sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
-        rows = [
-            (
-                e.message_id,
-                e.service,
-                e.kind.value,
-                adapt(datetime.fromtimestamp(e.at_ms / 1000, tz=UTC)),
-                e.area,
-                e.attempt,
-                e.outcome_code,
-                e.target_status,
-                e.duration_ms,
-                e.size,
-                e.detail,
-                e.instance,
-            )
-            for e in events
-        ]
         try:
-            with connection.cursor() as cursor:
-                cursor.executemany(sql, rows)
+            bulk_load(events, chunk=len(events))
         except Exception as exc:  # noqa: BLE001 - history must never take the process down
             log.error("%d history events not stored: %s: %s", len(events), type(exc).__name__, exc)
 
 
-_COLUMNS = (
-    "message_id",
-    "service",
-    "kind",
-    "at",
-    "area",
-    "attempt",
-    "outcome_code",
-    "target_status",
-    "duration_ms",
-    "size",
-    "detail",
-    "instance",
-)
+class DisabledRecorder:
+    """Records nothing (``ASE_HISTORY_ENABLED=false``): only to measure what recording costs."""
 
-_recorder: BufferedRecorder | None = None
+    def record(self, event: Event) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+_recorder: BufferedRecorder | DisabledRecorder | None = None
 _lock = threading.Lock()
 
 
-def recorder() -> BufferedRecorder:
+def recorder() -> BufferedRecorder | DisabledRecorder:
     """The process-wide recorder, started on first use."""
     global _recorder
+    from django.conf import settings
+
     with _lock:
         if _recorder is None:
-            _recorder = BufferedRecorder()
+            _recorder = BufferedRecorder() if settings.ASE_HISTORY_ENABLED else DisabledRecorder()
         return _recorder

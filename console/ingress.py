@@ -18,13 +18,16 @@ uses Django's settings, ORM (the service-unit registry) and multipart parser.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import io
 import json
 import logging
 import os
-import threading
+import time
+import weakref
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -33,10 +36,11 @@ from django.core.files.uploadhandler import MemoryFileUploadHandler, TemporaryFi
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 
 from ase_engine import codes
-from ase_engine.broker import PostingPool
 from ase_engine.errors import AseError, PersistenceError
 from ase_engine.message import Attachment
 from ase_engine.posting import Poster, build_message
+from ase_engine.stomp_async import AsyncPostingPool
+from console import dedup
 from console.component import component_config
 from console.history import recorder
 from console.registry import UnitState, registry
@@ -50,24 +54,19 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-_poster: Poster | None = None
-_poster_lock = threading.Lock()
+# One poster per event loop (a server runs one loop per process): its STOMP connections belong to that loop.
+_posters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Poster] = weakref.WeakKeyDictionary()
 
 
-def poster() -> Poster:
-    """The process's poster: a pool of STOMP connections shared by every request."""
-    global _poster
-    with _poster_lock:
-        if _poster is None:
-            component = component_config()
-            pool = PostingPool(component, size=settings.ASE_POSTING_CONNECTIONS)
-            _poster = Poster(pool, recorder(), instance=f"web-{os.getpid()}")
-        return _poster
-
-
-def _lookup(service: str) -> tuple[UnitState | None, Poster]:
-    """The blocking part of a request (database, first connection setup): run in a thread."""
-    return registry().get(service), poster()
+async def poster() -> Poster:
+    """This loop's poster: a pool of STOMP connections shared by every request."""
+    loop = asyncio.get_running_loop()
+    the_poster = _posters.get(loop)
+    if the_poster is None:
+        component = await sync_to_async(component_config, thread_sensitive=False)()
+        pool = AsyncPostingPool(component, size=settings.ASE_POSTING_CONNECTIONS)
+        the_poster = _posters.setdefault(loop, Poster(pool, recorder(), instance=f"web-{os.getpid()}"))
+    return the_poster
 
 
 class Reply(Exception):
@@ -103,11 +102,16 @@ async def _handle(scope: Scope, receive: Receive) -> tuple[int, dict[str, str], 
         raise Reply(405, "Only POST is accepted on an ASE service endpoint.", [(b"allow", b"POST")])
     headers = _headers(scope)
     state = registry().peek(service)
-    the_poster = _poster
-    if state is False or the_poster is None:
-        state, the_poster = await sync_to_async(_lookup, thread_sensitive=False)(service)
+    if state is False:
+        state = await sync_to_async(registry().get, thread_sensitive=False)(service)
     if not isinstance(state, UnitState):
         raise Reply(404, f"Unknown ASE service '{service}'.")
+    # -- issue 4 (admin operations): per-service ingress token, and posting waits during a purge/recycle --
+    if state.token_hash and not _token_ok(headers.get("authorization", ""), state.token_hash):
+        raise Reply(401, _TOKEN_REQUIRED, [(b"www-authenticate", b'Bearer realm="ase"')])
+    if state.paused:
+        state = await _wait_for_admin_job(service, state)
+    # -- end issue 4 --
     unit = state.config
     limit = settings.ASE_MAX_BODY_BYTES
     try:
@@ -131,15 +135,48 @@ async def _handle(scope: Scope, receive: Receive) -> tuple[int, dict[str, str], 
             properties=_properties(headers),
             attachments=_attachments(content_type, body),
             idempotency_key=headers.get("idempotency-key"),
+            group=headers.get("x-ase-group"),
         )
-        await the_poster.post(unit, message)
+        the_poster = await poster()
+        # -- duplicate elimination (console.dedup): persists unless the Idempotency-Key was accepted --
+        answer, replayed = await dedup.once(unit, message, lambda: the_poster.post(unit, message))
+    except dedup.DuplicateRejected as exc:  # 409 (key reused, or still in progress) or 503 (Redis down)
+        raise Reply(exc.status, exc.public) from None
     except PersistenceError as exc:
         raise Reply(503, exc.public) from None
     except AseError as exc:
         codes.log(log, exc.code.id, **exc.params)
         raise Reply(400, exc.public) from None
-    accepted_at = datetime.fromtimestamp(message.incoming_timestamp / 1000, tz=UTC)
-    return 202, {"id": message.id, "service": unit.service, "accepted_at": accepted_at.isoformat()}, []
+    return 202, answer, [(b"idempotent-replayed", b"true")] if replayed else []
+
+
+_TOKEN_REQUIRED = "This ASE service requires its ingress token: Authorization: Bearer <token>."
+
+
+def _token_ok(authorization: str, token_hash: str) -> bool:
+    """Issue 4: the request carries the unit's ingress token (only its SHA-256 is kept)."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return False
+    digest = hashlib.sha256(token.strip().encode()).hexdigest()
+    return hmac.compare_digest(digest, token_hash)
+
+
+async def _wait_for_admin_job(service: str, state: UnitState) -> UnitState:
+    """Issue 4: wait (``ASE_ADMIN_POSTING_WAIT`` s at most) for the purge/recycle of ``service`` to end; E0011
+    (503) if it does not (SE-ASE-ADM-010: "no more requests are persisted, their processing waits")."""
+    deadline = time.monotonic() + settings.ASE_ADMIN_POSTING_WAIT
+    while state.paused:
+        if time.monotonic() >= deadline:
+            reason = "a purge or recycle of the persistence area is running"
+            codes.log(log, "SE-ASE-E0011", area=state.config.areas.pending, reason=reason)
+            raise Reply(503, codes.public("SE-ASE-E0011", area=state.config.areas.pending, reason=reason))
+        await asyncio.sleep(0.1)
+        fresh = await sync_to_async(registry().get, thread_sensitive=False)(service)
+        if fresh is None:
+            raise Reply(404, f"Unknown ASE service '{service}'.")
+        state = fresh
+    return state
 
 
 def _service(path: str) -> str:

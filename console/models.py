@@ -51,6 +51,17 @@ class ServiceUnit(models.Model):
     retry_number = models.PositiveIntegerField(default=3)
     retry_base_interval = models.PositiveIntegerField(default=10)
     retry_factor = models.PositiveIntegerField(default=3)
+    # target protection and ordered delivery (issue 7)
+    breaker_threshold = models.PositiveIntegerField(default=0, help_text="consecutive errors/timeouts; 0 = off")
+    breaker_cooldown = models.PositiveIntegerField(default=30, help_text="seconds before the half-open probe")
+    rate_limit = models.FloatField(default=0.0, help_text="messages/s across every instance; 0 = unlimited")
+    ordered_groups = models.BooleanField(default=False, help_text="X-ASE-Group messages reach the target in order")
+    group_blocked = models.CharField(
+        max_length=10,
+        default="wait",
+        choices=[("wait", "wait"), ("skip", "skip")],
+        help_text="parked head: wait or skip",
+    )
     # persistence area
     queue_pending = models.CharField(max_length=200)
     queue_expired = models.CharField(max_length=200)
@@ -61,6 +72,8 @@ class ServiceUnit(models.Model):
     posting_started = models.BooleanField(default=False)
     sending_started = models.BooleanField(default=False)
     descriptor = models.TextField(blank=True, help_text="the JBI descriptor it was deployed from, if any")
+    # Per-service ingress token (SHA-256 of it); empty: the ingress takes requests without one (the default).
+    ingress_token_hash = models.CharField(max_length=64, blank=True)
     deployed_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -88,6 +101,11 @@ class ServiceUnit(models.Model):
             time_to_live=self.time_to_live,
             retry=RetryPolicy(self.retry_number, self.retry_base_interval, self.retry_factor),
             mep=self.mep,
+            breaker_threshold=self.breaker_threshold,
+            breaker_cooldown=self.breaker_cooldown,
+            rate_limit=self.rate_limit,
+            ordered_groups=self.ordered_groups,
+            group_blocked=self.group_blocked,
             queues=QueueNames(
                 self.queue_pending, self.queue_expired, self.queue_timedout, self.queue_error, self.queue_fault
             ),
@@ -115,6 +133,11 @@ class ServiceUnit(models.Model):
             "retry_number": config.retry.number,
             "retry_base_interval": config.retry.base_interval,
             "retry_factor": config.retry.factor,
+            "breaker_threshold": config.breaker_threshold,
+            "breaker_cooldown": config.breaker_cooldown,
+            "rate_limit": config.rate_limit,
+            "ordered_groups": config.ordered_groups,
+            "group_blocked": config.group_blocked,
             "queue_pending": areas.pending,
             "queue_expired": areas.expired,
             "queue_timedout": areas.timedout,
@@ -165,3 +188,105 @@ class MessageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.kind}"
+
+
+class Job(models.Model):
+    """A long administrative operation (purge, recycle): who asked, its progress and its result."""
+
+    class Kind(models.TextChoices):
+        PURGE = "purge"
+        RECYCLE = "recycle"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    service = models.CharField(max_length=200)
+    subtype = models.CharField(max_length=20)
+    parameters = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    total = models.PositiveBigIntegerField(default=0)
+    done = models.PositiveBigIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="last sign of life of a running job")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.service}/{self.subtype} ({self.status})"
+
+
+class AuditEntry(models.Model):
+    """One mutating administrative call: who, when, what, with which parameters, and how it ended."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150, blank=True, help_text="kept if the user is deleted")
+    action = models.CharField(max_length=100)
+    parameters = models.JSONField(default=dict, blank=True)
+    result = models.TextField(blank=True)
+    succeeded = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username} {self.action}"
+
+
+class BrokerStatus(models.Model):
+    """The connection status to the persistence system (SE-ASE-MON-010); one row, pk=1.
+
+    Written after every administrative interaction with the broker and by the
+    periodic probe (Celery beat) when nothing else talks to it."""
+
+    connected = models.BooleanField(default=False)
+    checked_at = models.DateTimeField(null=True)
+    last_error = models.TextField(blank=True)
+    source = models.CharField(max_length=100, blank=True, help_text="what last talked to the broker")
+
+    class Meta:
+        verbose_name_plural = "broker status"
+
+
+class Report(models.Model):
+    """One run of the Spark reports over the message history, with its parameters and its results.
+
+    Launched by ``console.reports.start_report`` (a Celery job) or run in place by
+    ``manage.py ase_report``; ``stage``/``progress`` follow the Spark job's stages."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=200, blank=True, help_text="what the Spark job is doing now")
+    progress = models.FloatField(default=0.0, help_text="0..1: Spark stages (and reports) done")
+    parameters = models.JSONField(default=dict, help_text="start, end (ISO 8601, UTC), services")
+    requested_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="ase_reports"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    events = models.BigIntegerField(null=True, blank=True, help_text="history events read")
+    results = models.JSONField(default=dict, help_text="report name -> list of rows")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"report {self.pk} ({self.status})"

@@ -9,7 +9,9 @@ that missed the broadcast, or started later, converges anyway.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,11 +23,11 @@ from django.utils import timezone
 
 from ase_engine import codes
 from ase_engine.broker import StompConnection
-from ase_engine.config import Notice, ServiceUnitConfig, parse_service_unit
+from ase_engine.config import ComponentConfig, Notice, ParameterError, ServiceUnitConfig, parse_service_unit
 from ase_engine.descriptor import deploy_plan
 from ase_engine.errors import BrokerUnavailable, DeploymentError, ProcessStateError
 from console.component import component_config
-from console.models import ServiceUnit, WorkerInstance
+from console.models import ComponentSettings, ServiceUnit, WorkerInstance
 
 log = logging.getLogger("ase.operations")
 
@@ -226,3 +228,117 @@ def notify_workers(wait: bool = False, services: list[str] | None = None) -> lis
         )
         return []
     return [dict(reply) for reply in replies or []]
+
+
+# -- service-unit parameters and component configuration --------------------------
+
+
+def unit_parameters(unit: ServiceUnit) -> tuple[dict[str, str], dict[str, str]]:
+    """A deployed unit's parameters by their descriptor names: (provides, consumes)."""
+
+    def text(value: object) -> str:
+        if value is None:
+            return ""
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    provides = {
+        "service-name": unit.service,
+        "interface-name": "" if unit.target_interface else unit.interface,
+        "endpoint-name": unit.endpoint,
+        "mustBeAutomaticallyStarted": text(unit.provides_auto_start),
+        "stop-timeout": text(unit.stop_timeout),
+        "persistence-area-name": unit.queue_pending,
+        "persistence-area-name-expired": unit.queue_expired,
+        "persistence-area-name-timedout": unit.queue_timedout,
+        "persistence-area-name-error": unit.queue_error,
+        "persistence-area-name-fault": unit.queue_fault,
+    }
+    consumes = {
+        "service-name": unit.target_service,
+        "interface-name": unit.target_interface,
+        "endpoint-name": unit.target_endpoint,
+        "target-url": unit.target_url,
+        "timeout": text(unit.timeout_ms),
+        "mep": unit.mep,
+        "mustBeAutomaticallyStarted": text(unit.consumes_auto_start),
+        "is-idempotent": text(unit.is_idempotent),
+        "time-to-live": text(unit.time_to_live),
+        "retry-policy-number": text(unit.retry_number),
+        "retry-policy-base-interval": text(unit.retry_base_interval),
+        "retry-policy-factor": text(unit.retry_factor),
+    }
+    return provides, consumes
+
+
+def patch_unit(service: str, provides: dict[str, Any], consumes: dict[str, Any]) -> DeployResult:
+    """Redeploy a unit with some parameters changed, keeping its processes' current states."""
+    unit = ServiceUnit.objects.filter(service=service).first()
+    if unit is None:
+        raise UnknownService(service)
+    current_provides, current_consumes = unit_parameters(unit)
+    merged_provides = {**current_provides, **provides}
+    if str(merged_provides.get("service-name") or "") != service:
+        raise ParameterError("The ASE service name of a deployed unit cannot change; deploy a new unit instead.")
+    config, notices = parse_service_unit(
+        unit.name, merged_provides, {**current_consumes, **consumes}, component_config()
+    )
+    result = deploy(config, notices, descriptor=unit.descriptor)
+    ServiceUnit.objects.filter(pk=result.unit.pk).update(
+        posting_started=unit.posting_started, sending_started=unit.sending_started
+    )
+    result.unit.refresh_from_db()
+    transaction.on_commit(notify_workers)
+    return result
+
+
+def set_ingress_token(service: str) -> str:
+    """Require a token on the unit's ingress; returns the new token (only its SHA-256 is kept)."""
+    token = secrets.token_urlsafe(32)
+    if not ServiceUnit.objects.filter(service=service).update(
+        ingress_token_hash=hashlib.sha256(token.encode()).hexdigest()
+    ):
+        raise UnknownService(service)
+    log.info("service unit '%s': ingress token set", service)
+    return token
+
+
+def clear_ingress_token(service: str) -> None:
+    """Let the unit's ingress take requests without a token again."""
+    if not ServiceUnit.objects.filter(service=service).update(ingress_token_hash=""):
+        raise UnknownService(service)
+    log.info("service unit '%s': ingress token removed", service)
+
+
+CONNECTION_PARAMETERS = ("broker_transport", "broker_url", "broker_vhost")
+
+
+def update_component(**values: int | None) -> ComponentConfig:
+    """Change the hot-updatable runtime parameters (CFG-010: ``time_to_live``, ``stop_timeout``; None = back to
+    the environment's value). Every instance applies them at its next sync, sent at once."""
+    unknown = set(values) - {"time_to_live", "stop_timeout"}
+    if unknown & set(CONNECTION_PARAMETERS):
+        raise ConnectionParametersLocked(sorted(unknown & set(CONNECTION_PARAMETERS)))
+    if unknown:
+        raise ParameterError(f"Unknown component parameter(s): {', '.join(sorted(unknown))}.")
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ParameterError(f"Invalid value '{value}' for '{name}': an integer number >= 0 is expected.")
+    with transaction.atomic():
+        settings_row = ComponentSettings.load()
+        for name, value in values.items():
+            setattr(settings_row, name, value)
+        settings_row.save()
+        transaction.on_commit(notify_workers)
+    config = component_config()
+    log.info("component runtime parameters: time-to-live=%s stop-timeout=%s", config.time_to_live, config.stop_timeout)
+    return config
+
+
+class ConnectionParametersLocked(Exception):
+    """The connection parameters cannot be hot-updated (SE-ASE-CFG-005)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(
+            f"The connection parameters ({', '.join(names)}) cannot be changed while the component is running "
+            "(SE-ASE-CFG-005): set ASE_BROKER_TRANSPORT, ASE_BROKER_URL, ASE_BROKER_VHOST and restart."
+        )

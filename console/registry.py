@@ -20,6 +20,10 @@ from ase_engine.config import ServiceUnitConfig
 class UnitState:
     config: ServiceUnitConfig
     posting_started: bool
+    # A purge or recycle of the service's area is running: posting waits (ADM-010/015, console.jobs).
+    paused: bool = False
+    # SHA-256 (hex) of the unit's ingress token; empty: no token required (issue 4).
+    token_hash: str = ""
 
 
 class Registry:
@@ -49,10 +53,15 @@ class Registry:
     def _load(self) -> None:
         from django.db import close_old_connections
 
+        from console.jobs import running_services
         from console.models import ServiceUnit
 
         close_old_connections()
-        self._units = {u.service: UnitState(u.to_config(), u.posting_started) for u in ServiceUnit.objects.all()}
+        paused = running_services()
+        self._units = {
+            u.service: UnitState(u.to_config(), u.posting_started, u.service in paused, u.ingress_token_hash)
+            for u in ServiceUnit.objects.all()
+        }
         self._loaded_at = time.monotonic()
 
 

@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
     "channels",
     "console",
 ]
@@ -61,6 +63,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.pages.access.roles",
             ]
         },
     }
@@ -75,9 +78,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
-else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("ASE_DB_CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Long-lived connections in every process and thread (web, workers, history writers): reconnecting costs more
+# than the statement (SQLite runs its PRAGMAs and registers Django's functions on every connection).
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("ASE_DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
@@ -94,15 +98,33 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
 
+# Admin REST API (console/api): session for the console, token for scripts; roles from console/roles.py.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_PERMISSION_CLASSES": ["console.api.permissions.ViewerReadsOthersNeedRole"],
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ASE admin API",
+    "DESCRIPTION": "Assured Service Execution: service units, processes, persistence areas, jobs, monitoring.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_PERMISSIONS": ["console.api.permissions.ViewerReadsOthersNeedRole"],
+    # Jobs and reports share these states; the broker connection has its own "status" choices.
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "console.models.Report.Status"},
+}
+# If set, GET /metrics requires "Authorization: Bearer <token>".
+ASE_METRICS_TOKEN = env.str("ASE_METRICS_TOKEN", default="")
 
 # -- Celery ------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("ASE_CELERY_BROKER_URL", default=REDIS_URL)
@@ -116,9 +138,36 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Seconds between two runs of the retry pump (PROC-026), and the longest one run may take.
 ASE_RETRY_PUMP_INTERVAL = env.float("ASE_RETRY_PUMP_INTERVAL", default=1.0)
 ASE_RETRY_PUMP_BUDGET = env.float("ASE_RETRY_PUMP_BUDGET", default=5.0)
+# Seconds between two snapshots pushed to the open dashboards (console.live).
+ASE_DASHBOARD_INTERVAL = env.float("ASE_DASHBOARD_INTERVAL", default=2.0)
+# Seconds between two probes of the broker connection when idle (MON-010).
+ASE_BROKER_PROBE_INTERVAL = env.float("ASE_BROKER_PROBE_INTERVAL", default=30.0)
+# Message history: days kept (0 = forever), and how often / how much the beat task purges older events.
+# Off only to measure what recording the history costs (bench/history_overhead.py): nothing is recorded.
+ASE_HISTORY_ENABLED = env.bool("ASE_HISTORY_ENABLED", default=True)
+ASE_HISTORY_RETENTION_DAYS = env.int("ASE_HISTORY_RETENTION_DAYS", default=90)
+ASE_HISTORY_PURGE_INTERVAL = env.float("ASE_HISTORY_PURGE_INTERVAL", default=3600.0)
+ASE_HISTORY_PURGE_BATCH = env.int("ASE_HISTORY_PURGE_BATCH", default=10_000)
 CELERY_BEAT_SCHEDULE = {
     "ase-retry-pump": {"task": "console.tasks.pump_retries", "schedule": ASE_RETRY_PUMP_INTERVAL},
+    "ase-broker-probe": {"task": "console.tasks.probe_broker", "schedule": ASE_BROKER_PROBE_INTERVAL},
+    "ase-dashboard": {"task": "console.tasks.publish_dashboard", "schedule": ASE_DASHBOARD_INTERVAL},
+    "ase-history-purge": {"task": "console.tasks.purge_history", "schedule": ASE_HISTORY_PURGE_INTERVAL},
 }
+
+# -- Reports (PySpark) -------------------------------------------------------------
+# Spark master: local[*] (this machine) by default, spark://host:7077 (or yarn, k8s://...) for a cluster.
+SPARK_MASTER = env.str("SPARK_MASTER", default="local[*]")
+# JDBC drivers handed to Spark (Debian's libpostgresql-jdbc-java and libxerial-sqlite-jdbc-java).
+ASE_SPARK_JDBC_JARS = env.list(
+    "ASE_SPARK_JDBC_JARS", default=["/usr/share/java/postgresql.jar", "/usr/share/java/sqlite-jdbc.jar"]
+)
+# How Spark reaches the history store, when it is not the DATABASE_URL as seen from this machine
+# (a cluster's executors may need another host name): a JDBC URL, e.g. jdbc:postgresql://db:5432/ase.
+ASE_REPORT_JDBC_URL = env.str("ASE_REPORT_JDBC_URL", default="")
+# Parallel JDBC reads of the history (one query per id range).
+ASE_REPORT_PARTITIONS = env.int("ASE_REPORT_PARTITIONS", default=8)
+ASE_SPARK_DRIVER_MEMORY = env.str("ASE_SPARK_DRIVER_MEMORY", default="2g")
 
 # -- ASE -----------------------------------------------------------------------------
 # Component parameters as text: console.component checks them with the spec's codes.
@@ -143,6 +192,31 @@ ASE_REGISTRY_TTL = env.float("ASE_REGISTRY_TTL", default=1.0)
 ASE_SENDING_CONCURRENCY = env.int("ASE_SENDING_CONCURRENCY", default=8)
 # How often a worker re-reads the service units and writes its heartbeat (seconds).
 ASE_WORKER_SYNC_INTERVAL = env.float("ASE_WORKER_SYNC_INTERVAL", default=2.0)
+# Duplicate elimination (Idempotency-Key, console.dedup): keys live in Redis.
+# A key is remembered for the longer of the unit's TTL and this many seconds.
+ASE_IDEMPOTENCY_RETENTION = env.int("ASE_IDEMPOTENCY_RETENTION", default=24 * 3600)
+# How long a claimed key stays locked if its web process dies before persisting (seconds).
+ASE_IDEMPOTENCY_LEASE = env.float("ASE_IDEMPOTENCY_LEASE", default=60.0)
+# How long a concurrent duplicate waits for the first request's outcome before 409 E1002 (seconds).
+ASE_IDEMPOTENCY_WAIT = env.float("ASE_IDEMPOTENCY_WAIT", default=15.0)
+# Redis of the keys (default: REDIS_URL) and its socket timeout (seconds).
+ASE_IDEMPOTENCY_REDIS_URL = env.str("ASE_IDEMPOTENCY_REDIS_URL", default="")
+ASE_IDEMPOTENCY_REDIS_TIMEOUT = env.float("ASE_IDEMPOTENCY_REDIS_TIMEOUT", default=2.0)
+# How deep a browse page can reach into each queue: the broker's maxBrowsePageSize (deploy/activemq/activemq.xml).
+ASE_BROWSE_WINDOW = env.int("ASE_BROWSE_WINDOW", default=1000)
+# Purge/recycle: messages per broker transaction, and how many messages per queue a selective one
+# (ids or a filter) looks at (those it does not take are held un-acknowledged meanwhile).
+ASE_ADMIN_BATCH = env.int("ASE_ADMIN_BATCH", default=500)
+ASE_ADMIN_SCAN_WINDOW = env.int("ASE_ADMIN_SCAN_WINDOW", default=10_000)
+# A purge/recycle of a whole area reconnects every this many messages: ActiveMQ holds per-connection state for its
+# transactions until the connection closes (a 512 MB broker ran out of heap after ~60,000 moves on one connection).
+ASE_ADMIN_PER_CONNECTION = env.int("ASE_ADMIN_PER_CONNECTION", default=20_000)
+# During a purge or a recycle of a service's area, posting into that service waits up to this many seconds
+# (ADM-010/015), then answers 503.
+ASE_ADMIN_POSTING_WAIT = env.float("ASE_ADMIN_POSTING_WAIT", default=10.0)
+# A running job with no heartbeat for this long is dead (its worker was killed): posting stops waiting for it,
+# and its task, delivered again, takes it over.
+ASE_JOB_STALE_AFTER = env.float("ASE_JOB_STALE_AFTER", default=60.0)
 
 LOG_LEVEL = env.str("ASE_LOG_LEVEL", default="INFO")
 LOGGING = {

@@ -97,12 +97,15 @@ class SendingProcessStep(bootsteps.StartStopStep):
         global _syncer
         from console.component import component_config
         from console.history import recorder
+        from console.protection import ordered_groups, protection
 
         process = SendingProcess(
             component_config(),
             recorder(),
             concurrency=settings.ASE_SENDING_CONCURRENCY,
             instance=worker.hostname,
+            protection=protection(worker.hostname),
+            groups=ordered_groups(),
         )
         process.start()
         _syncer = Syncer(process, settings.ASE_WORKER_SYNC_INTERVAL)

@@ -2,18 +2,20 @@
 # scripts/bootstrap.sh — install and start whatever ASE needs on this machine
 # (Debian 12, root). Idempotent: a second run only checks, and is fast.
 #
-#   scripts/bootstrap.sh [--with-browser] [--packages-only]
+#   scripts/bootstrap.sh [--packages-only]
 #
 #   1. Debian packages: activemq libxstream-java redis-server postgresql
-#      default-jre-headless (+ python3-venv for Debian's own python3,
-#      + chromium with --with-browser); `apt-get update` only if one is missing.
+#      default-jre-headless chromium (the console's browser tests drive it
+#      headless) libpostgresql-jdbc-java libxerial-sqlite-jdbc-java (the JDBC
+#      drivers Spark reads the history with) (+ python3-venv for Debian's own
+#      python3); `apt-get update` only if one is missing.
 #   2. Redis on 127.0.0.1:6379 and PostgreSQL on 127.0.0.1:5432 (trust auth for
 #      user postgres), started if not answering.
 #   3. The virtualenv .venv (python3, 3.11), and `pip install -r requirements.txt`
 #      whenever requirements.txt changed since the last install.
 #
 #   --packages-only   step 1 only (scripts/activemq.sh uses it)
-#   --with-browser    also install Debian's chromium (for browser tests)
+#   --with-browser    accepted for compatibility: chromium is always installed
 #
 # Environment: ASE_PYTHON  interpreter for the venv (default python3)
 set -euo pipefail
@@ -22,11 +24,10 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO/.venv"
 PYTHON="${ASE_PYTHON:-python3}"
 
-with_browser=0
 packages_only=0
 for arg in "$@"; do
     case "$arg" in
-        --with-browser) with_browser=1 ;;
+        --with-browser) ;;
         --packages-only) packages_only=1 ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -52,14 +53,13 @@ installed() {
 }
 
 install_packages() {
-    local wanted=(activemq libxstream-java redis-server postgresql default-jre-headless)
+    # libpostgresql-jdbc-java, libxerial-sqlite-jdbc-java: JDBC drivers Spark reads the history with.
+    local wanted=(activemq libxstream-java redis-server postgresql default-jre-headless chromium
+        libpostgresql-jdbc-java libxerial-sqlite-jdbc-java)
     local missing=() pkg
     # Debian's own python3 can only make venvs with python3-venv (ensurepip).
     if [[ "$(command -v "$PYTHON" || true)" == /usr/bin/* ]]; then
         wanted+=(python3-venv)
-    fi
-    if ((with_browser)); then
-        wanted+=(chromium)
     fi
     for pkg in "${wanted[@]}"; do
         installed "$pkg" || missing+=("$pkg")

@@ -9,8 +9,10 @@ it, loudly, elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -34,7 +36,19 @@ os.environ["ASE_REGISTRY_TTL"] = "0"
 os.environ["ASE_WORKER_SYNC_INTERVAL"] = "0.5"
 os.environ["ASE_RECEIPT_TIMEOUT"] = "5"
 
-pytest_plugins = ["tests.fixtures.services", "tests.fixtures.engine"]
+pytest_plugins = [
+    "tests.fixtures.services",
+    "tests.fixtures.engine",
+    "tests.fixtures.api",
+    "tests.fixtures.console",
+    "tests.fixtures.browser",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright keeps an event loop running in the main thread until the end
+    of the session, and Django refuses synchronous ORM calls from a thread with a running loop."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 
 def unavailable(what: str) -> None:
@@ -55,6 +69,9 @@ def _test_settings() -> None:
     settings.ASE_COMPONENT["broker-url"] = f"127.0.0.1:{TEST_BROKER_PORT}"
     settings.ASE_COMPONENT["receipt-timeout"] = "5"
     settings.ASE_REGISTRY_TTL = 0.0
+    # Settings may be read before this module sets REDIS_URL: keep this process off the machine's database 0.
+    settings.REDIS_URL = TEST_REDIS_URL
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [TEST_REDIS_URL]
     installed_component.cache_clear()
     app.conf.broker_url = TEST_REDIS_URL
     app.conf.result_backend = TEST_REDIS_URL
@@ -79,6 +96,11 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
 def service_name() -> str:
     """A service name no other test uses (queues outlive tests in the broker)."""
     return f"Svc{uuid.uuid4().hex[:10]}"
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state of a process (R, S, T...), from /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 class BrokerControl:
@@ -108,10 +130,21 @@ class BrokerControl:
     def kill(self) -> None:
         self._script("kill")
 
-    def component(self):  # type: ignore[no-untyped-def]
+    def component(self, receipt_timeout: float = 5):  # type: ignore[no-untyped-def]
         from ase_engine.config import ComponentConfig
 
-        return ComponentConfig(broker_url=f"127.0.0.1:{self.port}", receipt_timeout=5)
+        return ComponentConfig(broker_url=f"127.0.0.1:{self.port}", receipt_timeout=receipt_timeout)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The broker process stopped (SIGSTOP): connections stay open, nothing is answered; SIGCONT after."""
+        pid = int((self.home / "activemq.pid").read_text().strip())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: _process_state(pid) == "T", 2, interval=0.01, what=f"broker {pid} stopped")
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def connection(self):  # type: ignore[no-untyped-def]
         from ase_engine.broker import StompConnection

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -108,6 +109,28 @@ def test_stopped_posting_process_answers_503_with_e0011(ingress, broker, deploy,
     assert broker.depth(service_name) == 0
 
 
+def test_no_receipt_within_the_receipt_timeout_answers_503_with_e0011(
+    ingress, broker, deploy, service_name, caplog, settings
+):
+    deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
+    for _ in range(settings.ASE_POSTING_CONNECTIONS):  # every posting connection is open
+        assert post(ingress, service_name).status_code == 202
+
+    with caplog.at_level(logging.INFO), broker.frozen():
+        started = time.monotonic()
+        response = post(ingress, service_name)
+        waited = time.monotonic() - started
+
+    assert response.status_code == 503
+    assert response.json()["error"] == (
+        f"ERROR SE-ASE-E0011: An error occurs saving a request in the persistence area '{service_name}': "
+        "no receipt from the broker within 5 s."
+    )
+    assert 4.5 < waited < 8
+    assert [r.levelno for r in caplog.records if getattr(r, "ase_code", None) == "SE-ASE-E0011"] == [logging.ERROR]
+    assert post(ingress, service_name).status_code == 202
+
+
 def test_started_again_posting_process_accepts_requests(ingress, broker, deploy, service_name):
     deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
     operations.set_process("posting", False, service_name)
@@ -164,6 +187,31 @@ def test_accepted_request_has_a_posted_history_event(ingress, broker, deploy, se
 
     event = MessageEvent.objects.get(message_id=message_id)
     assert (event.kind, event.service, event.area, event.size) == ("posted", service_name, service_name, 12)
+
+
+def test_a_history_store_that_fails_costs_no_request(ingress, broker, deploy, service_name, caplog):
+    from django.db import connection
+
+    deploy(service_name, "http://127.0.0.1:9/never", mustBeAutomaticallyStarted="false")
+    recorder().flush()
+    table = MessageEvent._meta.db_table
+    with connection.cursor() as cursor:  # the history table is gone: every write of the recorder fails
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    try:
+        with caplog.at_level(logging.INFO):
+            response = post(ingress, service_name)
+            recorder().flush()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+
+    assert response.status_code == 202
+    ((headers, _),) = broker.drain(service_name, expect=1)
+    assert headers["ase-id"] == response.json()["id"]
+    failed = [r for r in caplog.records if r.name == "ase.history"]
+    assert failed and failed[0].levelno == logging.ERROR
+    assert "history events not stored" in failed[0].getMessage()
+    assert [r for r in caplog.records if r.exc_info] == []
 
 
 def test_posting_uses_the_configured_pending_queue(ingress, broker, deploy, service_name):

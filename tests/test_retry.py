@@ -164,7 +164,7 @@ def test_the_pump_expires_requests_whose_ttl_passed_with_w0011(broker, history, 
 
     assert (report.retried, report.expired) == (0, 1)
     assert broker.depth(unit.areas.expired) == 1
-    assert history.kinds(old.id) == [EventKind.EXPIRED]
+    assert history.kinds(old.id) == [EventKind.EXPIRED, EventKind.PARKED]
     assert any(getattr(r, "ase_code", "") == "SE-ASE-W0011" for r in caplog.records)
 
 

@@ -49,7 +49,7 @@ def test_fault_moves_request_to_fault_area_with_the_answer(broker, target, sendi
 
     with caplog.at_level(logging.INFO):
         message = put(broker, unit)
-        wait_until(lambda: EventKind.FAULT in history.kinds(message.id), 10, what="fault")
+        wait_until(lambda: EventKind.PARKED in history.kinds(message.id), 10, what="fault")
 
     assert broker.depth(unit.areas.pending) == 0
     ((headers, body),) = broker.drain(unit.areas.fault, expect=1)
@@ -57,6 +57,10 @@ def test_fault_moves_request_to_fault_area_with_the_answer(broker, target, sendi
     assert parked.id == message.id and parked.payload == message.payload
     assert (parked.last_outcome, parked.last_status, parked.attempt) == ("fault", 422, 1)
     assert parked.last_answer == '{"fault": "no such product"}'
+    assert history.kinds(message.id) == [EventKind.ATTEMPT, EventKind.FAULT, EventKind.PARKED]
+    assert [e.area for e in history.events if e.message_id == message.id and e.kind is EventKind.PARKED] == [
+        unit.areas.fault
+    ]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a fault logs no error (PROC-025)"
 
 
@@ -125,10 +129,11 @@ def test_expired_request_moves_to_expired_area_with_w0011(broker, target, sendin
 
     with caplog.at_level(logging.INFO):
         message = put(broker, unit, incoming_timestamp=int(time.time() * 1000) - 5_000)
-        wait_until(lambda: EventKind.EXPIRED in history.kinds(message.id), 10, what="expiry")
+        wait_until(lambda: EventKind.PARKED in history.kinds(message.id), 10, what="expiry")
 
     assert target.received == []
     assert broker.depth(unit.areas.expired) == 1
+    assert history.kinds(message.id) == [EventKind.EXPIRED, EventKind.PARKED]
     assert any(getattr(r, "ase_code", "") == "SE-ASE-W0011" for r in caplog.records)
 
 
@@ -232,3 +237,51 @@ def test_units_with_waiting_requests_start_together_without_stalling(broker, tar
         assert sorted(process.services) == sorted(u.service for u in units)
     finally:
         process.stop()
+
+
+def coded(caplog: pytest.LogCaptureFixture, code: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "ase_code", None) == code]
+
+
+def test_subscribe_the_broker_does_not_confirm_logs_w0023_and_nothing_is_consumed(
+    broker, target, history, service_name, caplog
+):
+    unit = unit_for(service_name, target.on("/ok", 200, b"{}", "application/json"))
+    conn = broker.connection()
+    conn.ensure_queues(unit.areas.all())
+    conn.disconnect()
+    process = SendingProcess(broker.component(receipt_timeout=1.5), history, concurrency=2, instance="w0023")
+    process.start()
+    try:
+        wait_until(lambda: process.connection_status == "connected", 10, what="connection")
+        with caplog.at_level(logging.INFO), broker.frozen():
+            process.apply([unit])
+
+        (record,) = coded(caplog, "SE-ASE-W0023")
+        assert record.levelno == logging.WARNING
+        assert not record.exc_info
+        assert process.services == []
+        message = put(broker, unit)
+        time.sleep(1.0)
+        assert history.kinds(message.id) == []
+        assert broker.depth(unit.areas.pending) == 1
+    finally:
+        process.stop()
+
+
+def test_unsubscribe_the_broker_does_not_confirm_logs_w0010(broker, target, sending, history, service_name, caplog):
+    caplog.set_level(logging.INFO)
+    unit = unit_for(service_name, target.on("/ok", 200, b"{}", "application/json"))
+    process = sending(unit)
+    process.component = broker.component(receipt_timeout=1.5)
+    # The SUBSCRIBE's receipt is in: nothing of this unit is still waiting for the broker.
+    wait_until(lambda: coded(caplog, "SE-ASE-I0002"), 10, what="I0002")
+
+    with broker.frozen():
+        (report,) = process.apply([])
+
+    assert report.service == service_name
+    (record,) = coded(caplog, "SE-ASE-W0010")
+    assert record.levelno == logging.WARNING
+    assert coded(caplog, "SE-ASE-I0004") == []
+    assert process.services == []

@@ -1,0 +1,154 @@
+"""The message history store in bulk: loading many events at once, and forgetting old ones.
+
+``bulk_load`` is the one way events are written: by the recorder
+(``console.history``, one batch at a time), imports and the reports benchmark: PostgreSQL ``COPY ... FROM STDIN`` in
+chunks of ``chunk`` rows (one transaction each), a multi-row ``executemany``
+on other databases. ``purge_history`` deletes the events older than the
+retention (``ASE_HISTORY_RETENTION_DAYS``) in bounded batches, each its own
+short transaction, so that it never holds a lock on the table for long.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ase_engine.history import Event
+
+log = logging.getLogger("ase.history")
+
+COLUMNS = (
+    "message_id",
+    "service",
+    "kind",
+    "at",
+    "area",
+    "attempt",
+    "outcome_code",
+    "target_status",
+    "duration_ms",
+    "size",
+    "detail",
+    "instance",
+)
+
+
+def _row(event: Event) -> tuple[object, ...]:
+    return (
+        event.message_id,
+        event.service,
+        event.kind.value,
+        datetime.fromtimestamp(event.at_ms / 1000, tz=UTC),
+        event.area,
+        event.attempt,
+        event.outcome_code,
+        event.target_status,
+        event.duration_ms,
+        event.size,
+        event.detail[:500],
+        event.instance,
+    )
+
+
+def _chunks(events: Iterable[Event], size: int) -> Iterator[list[Event]]:
+    iterator = iter(events)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+def _table() -> str:
+    from console.models import MessageEvent
+
+    return connection.ops.quote_name(MessageEvent._meta.db_table)
+
+
+def bulk_load(events: Iterable[Event], chunk: int = 100_000) -> int:
+    """Store ``events`` (any iterable, consumed lazily); returns how many were stored.
+
+    Each chunk is committed on its own: a failure stops the load with the
+    earlier chunks kept and raises (the caller knows how far it got from the
+    rows already counted in the log line).
+    """
+    if chunk < 1:
+        raise ValueError("chunk must be at least 1")
+    table = _table()
+    columns = ", ".join(connection.ops.quote_name(c) for c in COLUMNS)
+    stored = 0
+    for part in _chunks(events, chunk):
+        with transaction.atomic(), connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                    for event in part:
+                        copy.write_row(_row(event))
+            else:
+                adapt = connection.ops.adapt_datetimefield_value
+                placeholders = ", ".join(["%s"] * len(COLUMNS))
+                rows = []
+                for event in part:
+                    row = list(_row(event))
+                    row[3] = adapt(row[3])
+                    rows.append(row)
+                cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
+        stored += len(part)
+    log.debug("history: %d events loaded", stored)
+    return stored
+
+
+@dataclass
+class PurgeReport:
+    deleted: int = 0
+    batches: int = 0
+    complete: bool = True
+    cutoff: datetime | None = None
+
+
+def purge_history(
+    retention_days: int | None = None,
+    *,
+    batch: int = 10_000,
+    budget: float = 60.0,
+    now: datetime | None = None,
+) -> PurgeReport:
+    """Delete the events older than ``retention_days`` (default: the setting), ``batch`` rows at a time.
+
+    Stops after ``budget`` seconds with ``complete=False``; the next run goes
+    on. A retention of 0 keeps the history forever (nothing is deleted).
+    """
+    days = settings.ASE_HISTORY_RETENTION_DAYS if retention_days is None else retention_days
+    if days < 0:
+        raise ValueError("retention_days must be 0 (keep forever) or more")
+    report = PurgeReport()
+    if days == 0:
+        return report
+    report.cutoff = (now or timezone.now()) - timedelta(days=days)
+    table = _table()
+    deadline = time.monotonic() + budget
+    sql = f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE at < %s LIMIT %s)"
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [connection.ops.adapt_datetimefield_value(report.cutoff), batch])
+            deleted = cursor.rowcount
+        report.deleted += deleted
+        report.batches += 1
+        if deleted < batch:
+            break
+        if time.monotonic() >= deadline:
+            report.complete = False
+            break
+    if report.deleted:
+        log.info(
+            "history: %d events older than %s deleted in %d batches%s",
+            report.deleted,
+            report.cutoff.isoformat(),
+            report.batches,
+            "" if report.complete else " (budget reached, the next run goes on)",
+        )
+    return report
