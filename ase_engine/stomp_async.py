@@ -205,6 +205,9 @@ class AsyncStompProducer:
         try:
             while True:
                 data = await reader.readuntil(b"\x00")
+                if data[:1] == b"\n":
+                    # ActiveMQ ends every frame with an end-of-line after the NUL: it starts the next read.
+                    data = data[1:]
                 if data.startswith(_RECEIPT_PREFIX) and data.endswith(b"\n\n\x00"):
                     # The common case, without a general parse: "RECEIPT\nreceipt-id:<id>\n\n\0".
                     self._resolve(data[len(_RECEIPT_PREFIX) : -3].decode())

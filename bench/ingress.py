@@ -68,6 +68,9 @@ class Result:
     seconds: float
     depth: int | None
     connections: int
+    # CPU time (user + system) of the web tier's process group per accepted request, in microseconds
+    # (ASE only): it moves much less with the machine's load than the rate does.
+    cpu_us: float | None = None
 
     @property
     def rate(self) -> float:
@@ -139,7 +142,9 @@ def ase_round(
     check: bool = True,
     keyed: bool = False,
 ) -> Result:
+    cpu_before = stack.cpu_seconds("web")
     fields, output = run_wrk(service, body_file, seconds, connections, threads, keyed)
+    cpu_us = (stack.cpu_seconds("web") - cpu_before) * 1e6 / max(int(fields["ok"]), 1)
     (stack.log_dir / f"wrk-{service}.txt").write_text(output)
     ok, bad = int(fields["ok"]), int(fields["bad"])
     socket_errors = {k: int(fields[k]) for k in ("connect", "read", "write", "timeout")}
@@ -156,7 +161,7 @@ def ase_round(
     if check and depth != ok:
         raise BenchError(f"queue depth {depth} != 202s counted {ok}")
     variant = "ASE ingress, Idempotency-Key" if keyed else "ASE ingress"
-    return Result(variant, round_no, ok, float(fields["last_ok"]) - float(fields["start"]), depth, connections)
+    return Result(variant, round_no, ok, float(fields["last_ok"]) - float(fields["start"]), depth, connections, cpu_us)
 
 
 class _Receipts(stomp.ConnectionListener):
@@ -279,16 +284,26 @@ def main() -> int:
             )
         body_file = stack.data_dir / "body.json"
         body_file.write_bytes(body)
-        print("== web (uvicorn console.asgi:application --workers 2)")
-        stack.start_web()
-        print(f"== warm-up ({args.warmup} s each)")
-        ase_round(stack, "BenchIngressW", "bench_ingress_w", body_file, args.warmup, args.connections, args.threads, 0)
-        raw_round(stack, "bench_raw_w", body, args.warmup, args.connections, 0)
         for r in range(1, args.rounds + 1):
             print(f"== round {r}/{args.rounds}")
             order = ("ase", "raw") if r % 2 else ("raw", "ase")
             for variant in order:
+                # Each measurement on an empty broker: the 40-100,000 messages a measurement leaves in its
+                # queue slow every later send down, which favoured whichever variant went first.
+                print(f"  broker restarted with empty data in {stack.start_broker():.1f} s")
                 if variant == "ase":
+                    stack.stop("web")
+                    stack.start_web()
+                    ase_round(
+                        stack,
+                        "BenchIngressW",
+                        "bench_ingress_w",
+                        body_file,
+                        args.warmup,
+                        args.connections,
+                        args.threads,
+                        0,
+                    )
                     ase.append(
                         ase_round(
                             stack,
@@ -302,6 +317,7 @@ def main() -> int:
                         )
                     )
                 else:
+                    raw_round(stack, "bench_raw_w", body, args.warmup, args.connections, 0)
                     raw.append(raw_round(stack, f"bench_raw_{r}", body, args.seconds, args.connections, r))
         print("== stopping")
     elapsed = time.monotonic() - started
@@ -348,8 +364,9 @@ Command: `{report.command_line()}` (total run time {elapsed:.0f} s)
 Machine and date:
 {report.machine_markdown(info)}
 
-What is measured, {args.rounds} rounds of {args.seconds} s each, alternating which variant goes first,
-after a {args.warmup} s warm-up of each; {args.connections} concurrent clients, 1 KiB JSON bodies:
+What is measured, {args.rounds} rounds of {args.seconds} s each, alternating which variant goes first; before
+each measurement the broker is restarted with empty data (and the web tier with it) and the variant warmed up for
+{args.warmup} s; {args.connections} concurrent clients, 1 KiB JSON bodies:
 
 - **ASE ingress**: `POST /ase/<service>/` with `Content-Type: application/json` to the web tier started as
   `scripts/up.sh` does (`uvicorn console.asgi:application --workers 2`), one service unit per round deployed

@@ -97,7 +97,8 @@ def code_version() -> str:
     """The commit measured, and which product files differed from it (others edit the tree in parallel)."""
     commit = _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]) or "?"
     changed = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "ase_engine", "console", "requirements.txt"])
-    files = sorted(line[3:] for line in changed.splitlines() if line.strip())
+    # Each line is "XY path"; _run strips the output, so the first line may have lost its leading blank.
+    files = sorted(line.strip().split(maxsplit=1)[1] for line in changed.splitlines() if line.strip())
     return f"git {commit}" + (f" + uncommitted changes to {', '.join(files)}" if files else " (clean)")
 
 

@@ -266,6 +266,19 @@ class Stack:
     def migrate(self) -> None:
         self.manage("migrate", "--noinput")
 
+    def use_postgresql(self, url: str) -> None:
+        """Keep the Django database in PostgreSQL at ``url`` instead of the bench's SQLite file: the
+        database named there is dropped and created empty (call before ``migrate``)."""
+        import psycopg
+
+        name = url.rsplit("/", 1)[1]
+        if not name.startswith("ase_bench"):
+            raise BenchError(f"refusing to recreate database '{name}': its name must start with ase_bench")
+        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        self.env["DATABASE_URL"] = url
+
     def deploy(
         self, service: str, queue: str, target_url: str, *, posting: bool = True, sending: bool = True, extra: str = ""
     ) -> str:

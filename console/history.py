@@ -11,8 +11,8 @@ process is killed (at most ``interval`` seconds of events) is lost.
 from __future__ import annotations
 
 import atexit
+import collections
 import logging
-import queue
 import threading
 
 from django.db import close_old_connections
@@ -26,7 +26,10 @@ class BufferedRecorder:
     def __init__(self, interval: float = 0.2, batch: int = 500, capacity: int = 100_000) -> None:
         self.interval = interval
         self.batch = batch
-        self._queue: queue.Queue[Event] = queue.Queue(maxsize=capacity)
+        self.capacity = capacity
+        # A deque, not a queue.Queue: append and popleft are atomic, and record() is on every request's
+        # path (a Queue takes a lock and notifies a condition per put). The writer polls every interval.
+        self._events: collections.deque[Event] = collections.deque()
         self._thread = threading.Thread(target=self._run, name="ase-history", daemon=True)
         self._stop = threading.Event()
         # Held while a batch is taken off the queue and written, so that flush()
@@ -36,24 +39,24 @@ class BufferedRecorder:
         atexit.register(self.flush)
 
     def record(self, event: Event) -> None:
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
+        if len(self._events) < self.capacity:
+            self._events.append(event)
+        else:
             log.error("history buffer full: event %s of message %s dropped", event.kind.value, event.message_id)
 
     def flush(self) -> None:
         """Write everything buffered now, and wait for a batch the writer thread is storing
         (used at exit and by tests): on return, every event recorded before the call is committed."""
         with self._writing:
-            while not self._queue.empty():
+            while self._events:
                 self._write(self._take())
 
     def _take(self) -> list[Event]:
         events: list[Event] = []
         while len(events) < self.batch:
             try:
-                events.append(self._queue.get_nowait())
-            except queue.Empty:
+                events.append(self._events.popleft())
+            except IndexError:
                 break
         return events
 
