@@ -57,7 +57,7 @@ def new_id() -> str:
 
     The history indexes its events by message id: random (v4) ids scatter every insert over the
     whole index, which cost the ingress about a fifth of its throughput on SQLite; time-ordered ids
-    append (docs/BENCHMARKS.md, "History recording"). ``uuid.uuid7`` once Python 3.14 is the floor.
+    append (docs/BENCHMARKS.md, "Where the time goes, third pass"). ``uuid.uuid7`` once Python 3.14 is the floor.
     """
     return str(uuid6.uuid7())
 

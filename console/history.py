@@ -28,11 +28,11 @@ class BufferedRecorder:
         self.batch = batch
         self.capacity = capacity
         # A deque, not a queue.Queue: append and popleft are atomic, and record() is on every request's
-        # path (a Queue takes a lock and notifies a condition per put). The writer polls every interval.
+        # path (a Queue takes a lock and notifies a condition per put). The writer thread polls every interval.
         self._events: collections.deque[Event] = collections.deque()
         self._thread = threading.Thread(target=self._run, name="ase-history", daemon=True)
         self._stop = threading.Event()
-        # Held while a batch is taken off the queue and written, so that flush()
+        # Held while a batch is taken off the buffer and written, so that flush()
         # cannot return while the writer thread still holds uncommitted events.
         self._writing = threading.Lock()
         self._thread.start()
