@@ -27,23 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report  # noqa: E402
 from bench.stack import WEB_PORT, BenchError, Stack, run  # noqa: E402
+from tests.fixtures.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser tests launch it the same way)
 
 SERVICE = "BenchConsole"
 QUEUE = "bench_console"
 GOAL_PAINT_S = 1.0
 LOADS = 5
 PASSWORD = "bench-console-password"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def fill(stack: Stack, queue_name: str, count: int, batch: int = 1000, deadline_s: float = 480) -> float:

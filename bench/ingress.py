@@ -248,15 +248,22 @@ def raw_round(
     return Result("raw stomp.py SEND", round_no, total, max(last) - t0[0], depth, connections)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=20, help="load phase of each measurement (default 20)")
+def load_arguments(description: str, seconds: int) -> argparse.Namespace:
+    """The command line of the wrk-driven ingress benchmarks (this one and bench/ingress_idempotency.py)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--seconds", type=int, default=seconds, help=f"load phase of each measurement (default {seconds})"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up seconds per variant (default 5)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/BENCHMARKS.md")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = load_arguments(__doc__.split("\n\n")[0], seconds=20)
     if wrk_missing():
         return 2
 

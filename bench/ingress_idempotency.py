@@ -17,7 +17,6 @@ Goal (issue 7): keyed >= 0.8 x unkeyed. The keys the run leaves in Redis are del
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis  # noqa: E402
 
 from bench import report  # noqa: E402
-from bench.ingress import TAIL_SECONDS, Result, ase_round, make_body, round_rows, wrk_missing  # noqa: E402
+from bench.ingress import (  # noqa: E402
+    TAIL_SECONDS,
+    Result,
+    ase_round,
+    load_arguments,
+    make_body,
+    round_rows,
+    wrk_missing,
+)
 from bench.stack import REDIS_URL, Stack, run  # noqa: E402
 
 GOAL = 0.8
@@ -43,14 +50,7 @@ def forget_keys() -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=15, help="load phase of each measurement (default 15)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--warmup", type=int, default=5, help="warm-up seconds per variant (default 5)")
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
-    parser.add_argument("--no-doc", action="store_true", help="do not update docs/BENCHMARKS.md")
-    args = parser.parse_args()
+    args = load_arguments(__doc__.split("\n\n")[0], seconds=15)
     if wrk_missing():
         return 2
 
