@@ -8,8 +8,20 @@ request (docs/BENCHMARKS.md). Here a connection is an asyncio stream: the
 SEND is written by the coroutine that posts, and one reader task per
 connection resolves the receipt futures, on the same loop.
 
+Group commit: the requests that reach the pool in the same turn of the event
+loop (their bodies arrived in the same read of the sockets) are persisted
+together, as ``BEGIN``, their ``SEND``s and a ``COMMIT`` carrying the
+``receipt``, written to one connection in one write. The broker's RECEIPT of
+the COMMIT means every message of the transaction is on disk (KahaDB syncs
+its journal on commit), so each request still answers only after the broker
+confirmed its message; a request alone in its turn is a plain SEND with a
+receipt. The broker then syncs its journal once per transaction instead of
+once per message, and both sides exchange two frames fewer per message
+(docs/BENCHMARKS.md, "group commit"). A transaction is all or nothing: a
+failure fails every request of it, and none of its messages is kept.
+
 This module does only what the posting process needs: CONNECT, SEND with a
-``receipt`` header, RECEIPT, ERROR, DISCONNECT. Frames are STOMP 1.2
+``receipt`` header, BEGIN/COMMIT, RECEIPT, ERROR, DISCONNECT. Frames are STOMP 1.2
 (headers escaped, bodies framed by ``content-length``). No heart-beats are
 negotiated: a posting connection can sit idle for a long time, and a dead
 one shows at the next SEND (a socket error, or no receipt within the
@@ -21,16 +33,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import re
 import time
 import uuid
+from collections.abc import Sequence
 
 from ase_engine.config import ComponentConfig
 from ase_engine.errors import BrokerUnavailable
 
 log = logging.getLogger(__name__)
+
+# One message to persist: destination, headers, body.
+Outgoing = tuple[str, dict[str, str], bytes]
 
 _ESCAPE = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", ":": "\\c"})
 _NEEDS_ESCAPE = re.compile(r"[\\\n\r:]").search
@@ -164,40 +181,59 @@ class AsyncStompProducer:
 
     async def send(self, destination: str, headers: dict[str, str], body: bytes, timeout: float) -> None:
         """SEND with a receipt and wait for it; ``BrokerUnavailable`` unless the broker confirmed in time."""
+        done = asyncio.get_running_loop().create_future()
+        self.persist([(destination, headers, body)], done, timeout)
+        await done
+
+    def persist(
+        self, messages: Sequence[Outgoing], done: asyncio.Future[None], timeout: float, since: float | None = None
+    ) -> None:
+        """Write ``messages`` (one SEND, or a transaction of several) and settle ``done`` when the broker answers.
+
+        ``done`` gets ``None`` on the RECEIPT, ``BrokerUnavailable`` on an ERROR, a lost connection or no answer
+        within ``timeout`` seconds of ``since`` (loop time; default now). Runs on the loop without waiting: the
+        receipt arrives on the reader task."""
         writer = self._writer
         if writer is None or writer.is_closing():
-            raise BrokerUnavailable(self.last_error or "not connected to the broker")
+            done.set_exception(BrokerUnavailable(self.last_error or "not connected to the broker"))
+            return
         loop = asyncio.get_running_loop()
         receipt = f"{self.name}-{next(self._counter)}"
-        future = loop.create_future()
-        self._pending[receipt] = future
-        self._deadlines.append((loop.time() + timeout, receipt))
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(_SWEEP_INTERVAL, self._sweep)
+        if len(messages) == 1:
+            ((destination, headers, body),) = messages
+            data = encode_frame("SEND", {**headers, "destination": destination, "receipt": receipt}, body)
+        else:
+            tx = {"transaction": receipt}
+            data = b"".join(
+                [
+                    encode_frame("BEGIN", tx),
+                    *(
+                        encode_frame("SEND", {**headers, "destination": destination, **tx}, body)
+                        for destination, headers, body in messages
+                    ),
+                    encode_frame("COMMIT", {**tx, "receipt": receipt}),
+                ]
+            )
         try:
-            writer.write(encode_frame("SEND", {**headers, "destination": destination, "receipt": receipt}, body))
-            if writer.transport.get_write_buffer_size() > 1 << 20:
-                await writer.drain()
-            await future
-        except TimeoutError:
-            raise BrokerUnavailable(f"no receipt from the broker within {timeout:g} s") from None
+            writer.write(data)
         except (OSError, RuntimeError) as exc:
             self.last_error = _reason(exc)
-            raise BrokerUnavailable(self.last_error) from None
-        finally:
-            self._pending.pop(receipt, None)
+            done.set_exception(BrokerUnavailable(self.last_error))
+            return
+        self._pending[receipt] = done
+        self._deadlines.append(((loop.time() if since is None else since) + timeout, receipt))
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(_SWEEP_INTERVAL, self._sweep, timeout)
 
-    def _sweep(self) -> None:
+    def _sweep(self, timeout: float) -> None:
         """Fail the sends whose receipt is overdue (one timer per connection, not one per send)."""
         loop = asyncio.get_running_loop()
         now = loop.time()
         deadlines = self._deadlines
         while deadlines and (deadlines[0][0] <= now or deadlines[0][1] not in self._pending):
             _, receipt = deadlines.popleft()
-            future = self._pending.get(receipt)
-            if future is not None and not future.done():
-                future.set_exception(TimeoutError())
-        self._sweeper = loop.call_later(_SWEEP_INTERVAL, self._sweep) if deadlines else None
+            self._settle(receipt, BrokerUnavailable(f"no receipt from the broker within {timeout:g} s"))
+        self._sweeper = loop.call_later(_SWEEP_INTERVAL, self._sweep, timeout) if deadlines else None
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         """Resolve receipts until the connection ends; then fail whatever still waits."""
@@ -213,6 +249,8 @@ class AsyncStompProducer:
                     self._resolve(data[len(_RECEIPT_PREFIX) : -3].decode())
                     continue
                 self._on_other_frame(data)
+        except _ConnectionEnds as exc:
+            reason = str(exc)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             reason = self.last_error or f"connection to the broker lost ({_reason(exc)})"
         except asyncio.CancelledError:
@@ -234,23 +272,33 @@ class AsyncStompProducer:
         if command == "ERROR":
             reason = headers.get("message") or body.decode("utf-8", "replace").strip().split("\n")[0] or "ERROR frame"
             self.last_error = reason
-            future = self._pending.get(headers.get("receipt-id", ""))
-            if future is not None and not future.done():
-                future.set_exception(BrokerUnavailable(reason))
-            else:
-                log.warning("broker error on posting connection %s: %s", self.name, reason)
-            return
+            receipt = headers.get("receipt-id", "")
+            if receipt in self._pending:
+                self._settle(receipt, BrokerUnavailable(reason))
+                return
+            # Not tied to a receipt: a SEND inside a transaction failed. Which requests it belonged to is unknown,
+            # so the connection ends: the broker rolls back what is not committed, and every wait fails.
+            log.warning("broker error on posting connection %s: %s", self.name, reason)
+            raise _ConnectionEnds(f"broker error: {reason}")
         log.warning("unexpected %s frame on posting connection %s", command, self.name)
 
     def _resolve(self, receipt: str) -> None:
-        future = self._pending.get(receipt)
-        if future is not None and not future.done():
-            future.set_result(None)
+        self._settle(receipt, None)
+
+    def _settle(self, receipt: str, error: BaseException | None) -> None:
+        done = self._pending.pop(receipt, None)
+        if done is None or done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
 
     def _fail_all(self, reason: str) -> None:
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(BrokerUnavailable(reason))
+        pending, self._pending = self._pending, {}
+        for done in pending.values():
+            if not done.done():
+                done.set_exception(BrokerUnavailable(reason))
 
     async def close(self) -> None:
         """DISCONNECT (waiting briefly for its receipt), then close the socket."""
@@ -279,44 +327,134 @@ class AsyncStompProducer:
                 await writer.wait_closed()
 
 
-class AsyncPostingPool:
-    """A few producers shared by every request of one event loop, used in turn.
+class _Batch:
+    """The messages of one turn of the event loop, persisted together; ``done`` settles when the broker answers."""
 
-    A connection that dropped is reopened by the next SEND that picks it, on
+    __slots__ = ("messages", "size", "done", "opened")
+
+    def __init__(self, done: asyncio.Future[None], opened: float) -> None:
+        self.messages: list[Outgoing] = []
+        self.size = 0
+        self.done = done
+        # Loop time of the first request: the receipt timeout counts from here, waiting for a connection included.
+        self.opened = opened
+
+
+class AsyncPostingPool:
+    """Posting connections shared by every request of one event loop, with group commit.
+
+    Each connection carries one batch at a time. ``send`` adds the message to the open batch and waits
+    for it; at the end of the current turn of the loop (``call_soon``) the batch is written to a free
+    connection. While every connection waits for the broker, the requests that come meanwhile gather in
+    the open batch (up to ``max_batch`` messages or ``max_batch_bytes`` of bodies, then another opens),
+    written as soon as a connection is free. So nothing waits for more requests to come: a lone request
+    is written in its own turn, as a plain SEND; under load, batches grow by themselves, and the broker
+    syncs its journal once per batch (docs/BENCHMARKS.md, "group commit").
+
+    A connection that dropped is reopened by the next batch that picks it, on
     the loop, but not more often than every ``retry_interval`` seconds: while
     the broker is down a request fails fast instead of waiting for a connect.
     """
 
-    def __init__(self, component: ComponentConfig, size: int = 4, retry_interval: float = 0.5) -> None:
+    def __init__(
+        self,
+        component: ComponentConfig,
+        size: int = 1,
+        retry_interval: float = 0.5,
+        max_batch: int = 64,
+        max_batch_bytes: int = 4 << 20,
+    ) -> None:
         self.component = component
         self.retry_interval = retry_interval
+        self.max_batch = max_batch
+        self.max_batch_bytes = max_batch_bytes
+        # Written so far: batches (SENDs and transactions) and the messages in them.
+        self.batches = 0
+        self.messages = 0
         self._producers = [AsyncStompProducer(component, f"post-{i}-{uuid.uuid4().hex[:8]}") for i in range(size)]
         self._next_try = [0.0] * size
-        self._connecting: list[asyncio.Lock] = [asyncio.Lock() for _ in range(size)]
-        self._cycle = itertools.cycle(range(size))
+        # Connections with no batch waiting for the broker, in the order they became free.
+        self._free: collections.deque[int] = collections.deque(range(size))
+        # Batches not written yet, oldest first; the last one may still take messages (``_open``).
+        self._queued: collections.deque[_Batch] = collections.deque()
+        self._open: _Batch | None = None
+        self._pump_scheduled = False
+        self._connects: set[asyncio.Task[None]] = set()
 
     async def send(self, destination: str, headers: dict[str, str], body: bytes) -> None:
         """Persist one message: returns after the broker's RECEIPT; ``BrokerUnavailable`` otherwise."""
-        index = next(self._cycle)
-        producer = self._producers[index]
-        if not producer.connected:
-            await self._reconnect(index)
-        await producer.send(destination, headers, body, self.component.receipt_timeout)
+        batch = self._open
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            batch = self._open = _Batch(loop.create_future(), loop.time())
+            self._queued.append(batch)
+            if not self._pump_scheduled:
+                self._pump_scheduled = True
+                loop.call_soon(self._pump)
+        batch.messages.append((destination, headers, body))
+        batch.size += len(body)
+        if len(batch.messages) >= self.max_batch or batch.size >= self.max_batch_bytes:
+            self._open = None  # full: the next message opens another batch
+        # Shielded: a request that is cancelled must not cancel the wait of the others in its batch.
+        await asyncio.shield(batch.done)
 
-    async def _reconnect(self, index: int) -> None:
+    def _pump(self) -> None:
+        """Write the queued batches to the free connections."""
+        self._pump_scheduled = False
+        while self._queued and self._free:
+            batch = self._queued.popleft()
+            if self._open is batch:
+                self._open = None
+            index = self._free.popleft()
+            batch.done.add_done_callback(functools.partial(self._landed, index))
+            self._write(index, batch)
+
+    def _landed(self, index: int, _done: asyncio.Future[None]) -> None:
+        """The broker answered the batch on connection ``index`` (or it failed): the connection takes the next."""
+        self._free.append(index)
+        self._pump()
+
+    def _write(self, index: int, batch: _Batch) -> None:
+        self.batches += 1
+        self.messages += len(batch.messages)
         producer = self._producers[index]
-        async with self._connecting[index]:
-            if producer.connected:
-                return
-            now = time.monotonic()
+        timeout = self.component.receipt_timeout
+        if asyncio.get_running_loop().time() >= batch.opened + timeout:
+            # Waited for a connection as long as it may wait for the broker (a broker that does not answer).
+            batch.done.set_exception(BrokerUnavailable(f"no receipt from the broker within {timeout:g} s"))
+            return
+        if producer.connected:
+            producer.persist(batch.messages, batch.done, timeout, since=batch.opened)
+            return
+        task = asyncio.get_running_loop().create_task(self._connect_and_persist(index, batch))
+        self._connects.add(task)
+        task.add_done_callback(self._connects.discard)
+
+    async def _connect_and_persist(self, index: int, batch: _Batch) -> None:
+        """Reopen connection ``index`` (it carries no batch but this one), then write the batch."""
+        producer = self._producers[index]
+        now = time.monotonic()
+        try:
             if now < self._next_try[index]:
                 raise BrokerUnavailable(producer.last_error or "not connected to the broker")
             self._next_try[index] = now + self.retry_interval
             await producer.connect(self.component.receipt_timeout)
+        except BrokerUnavailable as exc:
+            if not batch.done.done():
+                batch.done.set_exception(exc)
+            return
+        producer.persist(batch.messages, batch.done, self.component.receipt_timeout, since=batch.opened)
 
     async def close(self) -> None:
+        for task in list(self._connects):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for producer in self._producers:
             await producer.close()
+
+
+class _ConnectionEnds(Exception):
+    """Raised by the reader when the posting connection must be closed (an ERROR it cannot attribute)."""
 
 
 def _reason(exc: BaseException) -> str:

@@ -389,9 +389,12 @@ each measurement the broker is restarted with empty data (and the web tier with 
   RECEIPT before the next SEND; the same body, the same broker, a queue of its own per round. Rate = receipts /
   elapsed; the queue depth must equal the receipts counted.
 
-Both wait for the broker's RECEIPT of a persistent SEND (KahaDB with journal disk syncs on), so both pay the
-same disk sync; the ingress additionally runs HTTP parsing, Django, the unit lookup, the message headers
-(`ase-*`) and the history event. Mean latency is derived with Little's law ({args.connections} / rate).
+Both answer only after the broker's RECEIPT (KahaDB with journal disk syncs on). The raw client waits for one
+per SEND. The ingress uses group commit (`ase_engine/stomp_async.py`): each web process has one posting connection
+(`ASE_POSTING_CONNECTIONS=1`) carrying one batch at a time; the requests that come while it waits are written
+together as BEGIN + SENDs + COMMIT with a receipt, so the broker syncs once per batch. The ingress additionally
+runs HTTP parsing, the unit lookup, the message headers (`ase-*`) and the history event. Mean latency is derived
+with Little's law ({args.connections} / rate).
 
 {text_table}
 

@@ -2,9 +2,10 @@
 
 ``BufferedRecorder.record`` only puts the event on a queue; a daemon thread
 writes them in batches (one transaction each: COPY on PostgreSQL, one
-``executemany`` INSERT elsewhere) every ``interval`` seconds or every
-``batch`` events. A failing write is logged and the batch dropped: history
-must never cost a message or block the ingress. What is buffered when the
+``executemany`` INSERT elsewhere) every ``interval`` seconds
+(``ASE_HISTORY_FLUSH_INTERVAL``), at most ``batch`` events per transaction.
+A failing write is logged and the batch dropped: history must never cost a
+message or block the ingress. What is buffered when the
 process is killed (at most ``interval`` seconds of events) is lost.
 """
 
@@ -23,7 +24,7 @@ log = logging.getLogger("ase.history")
 
 
 class BufferedRecorder:
-    def __init__(self, interval: float = 0.2, batch: int = 500, capacity: int = 100_000) -> None:
+    def __init__(self, interval: float = 1.0, batch: int = 5000, capacity: int = 100_000) -> None:
         self.interval = interval
         self.batch = batch
         self.capacity = capacity
@@ -104,5 +105,9 @@ def recorder() -> BufferedRecorder | DisabledRecorder:
 
     with _lock:
         if _recorder is None:
-            _recorder = BufferedRecorder() if settings.ASE_HISTORY_ENABLED else DisabledRecorder()
+            _recorder = (
+                BufferedRecorder(interval=settings.ASE_HISTORY_FLUSH_INTERVAL)
+                if settings.ASE_HISTORY_ENABLED
+                else DisabledRecorder()
+            )
         return _recorder

@@ -145,6 +145,9 @@ ASE_BROKER_PROBE_INTERVAL = env.float("ASE_BROKER_PROBE_INTERVAL", default=30.0)
 # Message history: days kept (0 = forever), and how often / how much the beat task purges older events.
 # Off only to measure what recording the history costs (bench/history_overhead.py): nothing is recorded.
 ASE_HISTORY_ENABLED = env.bool("ASE_HISTORY_ENABLED", default=True)
+# Seconds between two writes of a process's buffered history events (one transaction each): what a kill -9 of
+# the process can lose, and how late the console shows an event. Fewer, larger writes cost less per event.
+ASE_HISTORY_FLUSH_INTERVAL = env.float("ASE_HISTORY_FLUSH_INTERVAL", default=1.0)
 ASE_HISTORY_RETENTION_DAYS = env.int("ASE_HISTORY_RETENTION_DAYS", default=90)
 ASE_HISTORY_PURGE_INTERVAL = env.float("ASE_HISTORY_PURGE_INTERVAL", default=3600.0)
 ASE_HISTORY_PURGE_BATCH = env.int("ASE_HISTORY_PURGE_BATCH", default=10_000)
@@ -184,8 +187,9 @@ ASE_COMPONENT = {
 # Largest request body the ingress accepts (413 above it).
 ASE_MAX_BODY_BYTES = env.int("ASE_MAX_BODY_BYTES", default=10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = ASE_MAX_BODY_BYTES
-# STOMP connections per web process for the posting process.
-ASE_POSTING_CONNECTIONS = env.int("ASE_POSTING_CONNECTIONS", default=8)
+# STOMP connections per web process for the posting process; each carries one SEND or one transaction at a time
+# (group commit, ase_engine/stomp_async.py): one gathers the most requests per disk sync (docs/BENCHMARKS.md).
+ASE_POSTING_CONNECTIONS = env.int("ASE_POSTING_CONNECTIONS", default=1)
 # How long a web process trusts its cached copy of the service units (seconds).
 ASE_REGISTRY_TTL = env.float("ASE_REGISTRY_TTL", default=1.0)
 # Concurrent target invocations per worker instance.

@@ -228,6 +228,7 @@ def test_attachments_of_a_multipart_request_can_be_downloaded(client_as, unit, i
     ).encode()
     response = ingress.post(unit.service, body, content_type=f"multipart/form-data; boundary={boundary}")
     message_id = response.json()["id"]
+    recorder().flush()  # the page finds the message's service through its history
     client = client_as("viewer")
     page = client.get(f"/messages/{message_id}/").content.decode()
     assert "scan.pdf" in page and "application/pdf" in page
