@@ -8,24 +8,27 @@ request (docs/BENCHMARKS.md). Here a connection is an asyncio stream: the
 SEND is written by the coroutine that posts, and one reader task per
 connection resolves the receipt futures, on the same loop.
 
-Group commit: the requests that reach the pool in the same turn of the event
-loop (their bodies arrived in the same read of the sockets) are persisted
-together, as ``BEGIN``, their ``SEND``s and a ``COMMIT`` carrying the
-``receipt``, written to one connection in one write. The broker's RECEIPT of
-the COMMIT means every message of the transaction is on disk (KahaDB syncs
-its journal on commit), so each request still answers only after the broker
-confirmed its message; a request alone in its turn is a plain SEND with a
-receipt. The broker then syncs its journal once per transaction instead of
-once per message, and both sides exchange two frames fewer per message
-(docs/BENCHMARKS.md, "group commit"). A transaction is all or nothing: a
-failure fails every request of it, and none of its messages is kept.
+Group commit (``AsyncPostingPool``): a posting connection carries one batch
+at a time, and the requests that come while it waits for the broker gather
+into the next batch, written as ``BEGIN``, their ``SEND``s and a ``COMMIT``
+carrying the ``receipt``, in one write. The broker's RECEIPT of the COMMIT
+means every message of the transaction is on disk (KahaDB syncs its journal
+on commit), so each request still answers only after the broker confirmed its
+message; a request that finds the connection free is a plain SEND with a
+receipt, written at once. Under load the broker syncs its journal once per
+batch instead of once per message, and both sides exchange two frames fewer
+per message (docs/BENCHMARKS.md, "group commit"). A transaction is all or
+nothing: a failure fails every request of it, and none of its messages is
+kept (an ERROR inside a transaction ends the connection, and the broker rolls
+back what it has not committed).
 
 This module does only what the posting process needs: CONNECT, SEND with a
 ``receipt`` header, BEGIN/COMMIT, RECEIPT, ERROR, DISCONNECT. Frames are STOMP 1.2
 (headers escaped, bodies framed by ``content-length``). No heart-beats are
 negotiated: a posting connection can sit idle for a long time, and a dead
 one shows at the next SEND (a socket error, or no receipt within the
-timeout). Consumers and transactions stay on ``ase_engine.broker``.
+timeout). Consumers and the sending process's transactions stay on
+``ase_engine.broker``.
 """
 
 from __future__ import annotations
