@@ -235,7 +235,7 @@ class AsyncStompProducer:
         deadlines = self._deadlines
         while deadlines and (deadlines[0][0] <= now or deadlines[0][1] not in self._pending):
             _, receipt = deadlines.popleft()
-            self._settle(receipt, BrokerUnavailable(f"no receipt from the broker within {timeout:g} s"))
+            self._settle(receipt, _no_receipt(timeout))
         self._sweeper = loop.call_later(_SWEEP_INTERVAL, self._sweep, timeout) if deadlines else None
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
@@ -331,7 +331,7 @@ class AsyncStompProducer:
 
 
 class _Batch:
-    """The messages of one turn of the event loop, persisted together; ``done`` settles when the broker answers."""
+    """Messages persisted together (one SEND, or one transaction); ``done`` settles when the broker answers."""
 
     __slots__ = ("messages", "size", "done", "opened")
 
@@ -371,7 +371,7 @@ class AsyncPostingPool:
         self.retry_interval = retry_interval
         self.max_batch = max_batch
         self.max_batch_bytes = max_batch_bytes
-        # Written so far: batches (SENDs and transactions) and the messages in them.
+        # Batches handed to a connection so far (SENDs and transactions), and the messages in them.
         self.batches = 0
         self.messages = 0
         self._producers = [AsyncStompProducer(component, f"post-{i}-{uuid.uuid4().hex[:8]}") for i in range(size)]
@@ -424,7 +424,7 @@ class AsyncPostingPool:
         timeout = self.component.receipt_timeout
         if asyncio.get_running_loop().time() >= batch.opened + timeout:
             # Waited for a connection as long as it may wait for the broker (a broker that does not answer).
-            batch.done.set_exception(BrokerUnavailable(f"no receipt from the broker within {timeout:g} s"))
+            batch.done.set_exception(_no_receipt(timeout))
             return
         if producer.connected:
             producer.persist(batch.messages, batch.done, timeout, since=batch.opened)
@@ -458,6 +458,10 @@ class AsyncPostingPool:
 
 class _ConnectionEnds(Exception):
     """Raised by the reader when the posting connection must be closed (an ERROR it cannot attribute)."""
+
+
+def _no_receipt(timeout: float) -> BrokerUnavailable:
+    return BrokerUnavailable(f"no receipt from the broker within {timeout:g} s")
 
 
 def _reason(exc: BaseException) -> str:

@@ -5,8 +5,8 @@ writes them in batches (one transaction each: COPY on PostgreSQL, one
 ``executemany`` INSERT elsewhere) every ``interval`` seconds
 (``ASE_HISTORY_FLUSH_INTERVAL``), at most ``batch`` events per transaction.
 A failing write is logged and the batch dropped: history must never cost a
-message or block the ingress. What is buffered when the
-process is killed (at most ``interval`` seconds of events) is lost.
+message or block the ingress. What is buffered when the process is killed
+(at most ``interval`` seconds of events) is lost.
 """
 
 from __future__ import annotations
