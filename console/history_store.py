@@ -2,14 +2,15 @@
 
 ``bulk_load`` is the one way events are written: by the recorder
 (``console.history``, one batch at a time), imports and the reports benchmark: PostgreSQL ``COPY ... FROM STDIN`` in
-chunks of ``chunk`` rows (one transaction each), a multi-row ``executemany``
-on other databases. ``purge_history`` deletes the events older than the
-retention (``ASE_HISTORY_RETENTION_DAYS``) in bounded batches, each its own
-short transaction, so that it never holds a lock on the table for long.
+chunks of ``chunk`` rows (one transaction each), one ``executemany`` per chunk on other databases (on
+SQLite, the time formatted as Django stores it, without making a ``datetime``). ``purge_history``
+deletes the events older than the retention (``ASE_HISTORY_RETENTION_DAYS``) in bounded batches, each
+its own short transaction, so that it never holds a lock on the table for long.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -58,6 +59,49 @@ def _row(event: Event) -> tuple[object, ...]:
     )
 
 
+def _stores_utc() -> bool:
+    """Whether the database is SQLite storing datetimes as UTC text (the default ``TIME_ZONE``)."""
+    return connection.vendor == "sqlite" and connection.timezone_name == "UTC"
+
+
+def _adapted(event: Event) -> tuple[object, ...]:
+    row = list(_row(event))
+    row[3] = connection.ops.adapt_datetimefield_value(row[3])
+    return tuple(row)
+
+
+def _sqlite_row(event: Event) -> tuple[object, ...]:
+    """``_row`` with ``at`` as the text Django's SQLite backend stores for a UTC datetime, made without a
+    ``datetime`` (a third of the recorder's CPU per event went to making and adapting it)."""
+    return (
+        event.message_id,
+        event.service,
+        event.kind.value,
+        _sqlite_at(event.at_ms),
+        event.area,
+        event.attempt,
+        event.outcome_code,
+        event.target_status,
+        event.duration_ms,
+        event.size,
+        event.detail[:500],
+        event.instance,
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_second(seconds: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+
+
+def _sqlite_at(at_ms: int) -> str:
+    """What Django's SQLite backend stores for the UTC datetime ``at_ms`` (``str()`` of the naive datetime:
+    no fraction when there is none). The events of one batch share a few seconds: their prefix is cached."""
+    seconds, millis = divmod(at_ms, 1000)
+    prefix = _utc_second(seconds)
+    return f"{prefix}.{millis * 1000:06d}" if millis else prefix
+
+
 def _chunks(events: Iterable[Event], size: int) -> Iterator[list[Event]]:
     iterator = iter(events)
     while chunk := list(itertools.islice(iterator, size)):
@@ -89,13 +133,8 @@ def bulk_load(events: Iterable[Event], chunk: int = 100_000) -> int:
                     for event in part:
                         copy.write_row(_row(event))
             else:
-                adapt = connection.ops.adapt_datetimefield_value
                 placeholders = ", ".join(["%s"] * len(COLUMNS))
-                rows = []
-                for event in part:
-                    row = list(_row(event))
-                    row[3] = adapt(row[3])
-                    rows.append(row)
+                rows = [_sqlite_row(event) for event in part] if _stores_utc() else [_adapted(event) for event in part]
                 cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
         stored += len(part)
     log.debug("history: %d events loaded", stored)

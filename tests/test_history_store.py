@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.checks import run_checks
+from django.db.utils import ConnectionHandler
 
 from ase_engine.history import Event, EventKind
-from console.history_store import bulk_load, purge_history
+from console.history_store import _sqlite_at, bulk_load, purge_history
 from console.models import MessageEvent
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +58,18 @@ def test_bulk_load_stores_every_event_with_all_its_fields():
     assert rows[0].size == 42 and rows[0].target_status is None
     assert rows[0].at == NOW and rows[2].at == NOW - timedelta(days=1)
     assert rows[2].outcome_code == "SE-ASE-E0020"
+
+
+@pytest.mark.parametrize(
+    "at_ms",
+    [0, 1_000, 999, 1_772_366_400_000, 1_772_366_400_001, 1_772_366_400_120, 1_772_366_459_999, 4_102_444_799_999],
+)
+def test_sqlite_time_of_an_event_is_the_text_django_stores(at_ms):
+    # The recorder formats ``at`` itself on SQLite; Django must read, filter and order it as its own.
+    sqlite = ConnectionHandler({"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}})["default"]
+    stored_by_django = sqlite.ops.adapt_datetimefield_value(datetime.fromtimestamp(at_ms / 1000, tz=UTC))
+
+    assert _sqlite_at(at_ms) == stored_by_django
 
 
 def test_bulk_load_takes_a_generator_and_an_empty_one():
