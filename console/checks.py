@@ -39,4 +39,12 @@ def check_history_and_reports(app_configs: Any, **kwargs: Any) -> list[CheckMess
         errors.append(Error("ASE_REPORT_PARTITIONS must be at least 1", id="ase.E013"))
     if settings.ASE_REPORT_JDBC_URL and not settings.ASE_REPORT_JDBC_URL.startswith("jdbc:"):
         errors.append(Error("ASE_REPORT_JDBC_URL must be a JDBC URL (jdbc:postgresql://... )", id="ase.E014"))
+    if settings.ASE_HISTORY_WRITER not in ("auto", "thread", "process"):
+        errors.append(Error("ASE_HISTORY_WRITER must be auto, thread or process", id="ase.E015"))
+    elif settings.ASE_HISTORY_WRITER == "process":
+        from console.history import writer_process_possible
+
+        if not writer_process_possible():
+            message = "ASE_HISTORY_WRITER=process needs the database in a SQLite file; use auto or thread"
+            errors.append(Error(message, id="ase.E016"))
     return errors

@@ -2,11 +2,15 @@
 
 ``BufferedRecorder.record`` only puts the event on a queue; a daemon thread
 writes them in batches (one transaction each: COPY on PostgreSQL, one
-``executemany`` INSERT elsewhere) every ``interval`` seconds
+``executemany`` INSERT on SQLite) every ``interval`` seconds
 (``ASE_HISTORY_FLUSH_INTERVAL``), at most ``batch`` events per transaction.
-A failing write is logged and the batch dropped: history must never cost a
-message or block the ingress. What is buffered when the process is killed
-(at most ``interval`` seconds of events) is lost.
+Where the batch is written is the ``store``: in the thread itself
+(``ASE_HISTORY_WRITER=thread``, the default on PostgreSQL, whose server does
+the work), or, on SQLite, by a child process (``WriterStore``,
+``console.history_writer``). A failing write is logged and the batch
+dropped: history must never cost a message or block the ingress. What is
+buffered when the process is killed (at most ``interval`` seconds of events)
+is lost.
 """
 
 from __future__ import annotations
@@ -15,19 +19,71 @@ import atexit
 import collections
 import logging
 import threading
+from collections.abc import Callable
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from ase_engine.history import Event
+from console.history_writer import WriterProcess
 
 log = logging.getLogger("ase.history")
 
 
+def store_in_thread(events: list[Event]) -> None:
+    """Write ``events`` through this process's own database connection (``history_store.bulk_load``)."""
+    from console.history_store import bulk_load
+
+    close_old_connections()
+    bulk_load(events, chunk=len(events))
+
+
+class WriterStore:
+    """Write batches through a child process (``console.history_writer``) into the SQLite database:
+    ``target`` is its file, table and columns (default: the default database's, ``sqlite_target``)."""
+
+    def __init__(self, target: tuple[str, str, list[str]] | None = None, timeout: float | None = None) -> None:
+        self._target = target
+        self._timeout = timeout
+        self.writer: WriterProcess | None = None
+
+    def __call__(self, events: list[Event]) -> None:
+        from console.history_store import sqlite_rows, sqlite_target
+
+        if self.writer is None:
+            database, table, columns = self._target or sqlite_target()
+            timeout = self._timeout or float(connection.settings_dict.get("OPTIONS", {}).get("timeout", 5))
+            self.writer = WriterProcess(database, table, columns, timeout)
+        self.writer.store(sqlite_rows(events))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def writer_process_possible() -> bool:
+    """A child process can write the default database: SQLite in a file (not in memory)."""
+    return connection.vendor == "sqlite" and not connection.is_in_memory_db()
+
+
+def make_store(writer: str) -> Callable[[list[Event]], None]:
+    """The store ``ASE_HISTORY_WRITER`` names; ``auto``: a writer process where one can write, else the thread."""
+    if writer == "process" or (writer == "auto" and writer_process_possible()):
+        return WriterStore()
+    return store_in_thread
+
+
 class BufferedRecorder:
-    def __init__(self, interval: float = 1.0, batch: int = 5000, capacity: int = 100_000) -> None:
+    def __init__(
+        self,
+        interval: float = 1.0,
+        batch: int = 5000,
+        capacity: int = 100_000,
+        store: Callable[[list[Event]], None] = store_in_thread,
+    ) -> None:
         self.interval = interval
         self.batch = batch
         self.capacity = capacity
+        self.store = store
         # A deque, not a queue.Queue: append and popleft are atomic, and record() is on every request's
         # path (a Queue takes a lock and notifies a condition per put). The writer thread polls every interval.
         self._events: collections.deque[Event] = collections.deque()
@@ -37,7 +93,7 @@ class BufferedRecorder:
         # cannot return while the writer thread still holds uncommitted events.
         self._writing = threading.Lock()
         self._thread.start()
-        atexit.register(self.flush)
+        atexit.register(self.close)
 
     def record(self, event: Event) -> None:
         if len(self._events) < self.capacity:
@@ -51,6 +107,13 @@ class BufferedRecorder:
         with self._writing:
             while self._events:
                 self._write(self._take())
+
+    def close(self) -> None:
+        """Flush, then end the store's writer process if it has one (at exit)."""
+        self.flush()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
     def _take(self) -> list[Event]:
         events: list[Event] = []
@@ -71,15 +134,11 @@ class BufferedRecorder:
                     self._write(events)
 
     def _write(self, events: list[Event]) -> None:
-        """One batch, one transaction (``history_store.bulk_load``: COPY on PostgreSQL, one multi-row
-        ``executemany`` elsewhere); no model instances on this path."""
+        """One batch, one transaction; no model instances on this path."""
         if not events:
             return
-        from console.history_store import bulk_load
-
-        close_old_connections()
         try:
-            bulk_load(events, chunk=len(events))
+            self.store(events)
         except Exception as exc:  # noqa: BLE001 - history must never take the process down
             log.error("%d history events not stored: %s: %s", len(events), type(exc).__name__, exc)
 
@@ -105,9 +164,9 @@ def recorder() -> BufferedRecorder | DisabledRecorder:
 
     with _lock:
         if _recorder is None:
-            _recorder = (
-                BufferedRecorder(interval=settings.ASE_HISTORY_FLUSH_INTERVAL)
-                if settings.ASE_HISTORY_ENABLED
-                else DisabledRecorder()
-            )
+            if not settings.ASE_HISTORY_ENABLED:
+                _recorder = DisabledRecorder()
+            else:
+                store = make_store(settings.ASE_HISTORY_WRITER)
+                _recorder = BufferedRecorder(interval=settings.ASE_HISTORY_FLUSH_INTERVAL, store=store)
         return _recorder

@@ -59,15 +59,21 @@ def _row(event: Event) -> tuple[object, ...]:
     )
 
 
-def _stores_utc() -> bool:
-    """Whether the database is SQLite storing datetimes as UTC text (the default ``TIME_ZONE``)."""
-    return connection.vendor == "sqlite" and connection.timezone_name == "UTC"
+def sqlite_rows(events: list[Event]) -> list[tuple[object, ...]]:
+    """The rows of ``events`` as SQLite takes them: COLUMNS' order, ``at`` as the text Django's SQLite
+    backend stores (the naive datetime in the connection's time zone)."""
+    if connection.timezone_name == "UTC":
+        return [_sqlite_row(event) for event in events]
+    return [(*row[:3], str(timezone.make_naive(row[3], connection.timezone)), *row[4:]) for row in map(_row, events)]
 
 
-def _adapted(event: Event) -> tuple[object, ...]:
-    row = list(_row(event))
-    row[3] = connection.ops.adapt_datetimefield_value(row[3])
-    return tuple(row)
+def sqlite_target() -> tuple[str, str, list[str]]:
+    """Where the history is in the default SQLite database: its file, the table and the columns, quoted."""
+    return (
+        str(connection.settings_dict["NAME"]),
+        _table(),
+        [connection.ops.quote_name(column) for column in COLUMNS],
+    )
 
 
 def _sqlite_row(event: Event) -> tuple[object, ...]:
@@ -134,8 +140,7 @@ def bulk_load(events: Iterable[Event], chunk: int = 100_000) -> int:
                         copy.write_row(_row(event))
             else:
                 placeholders = ", ".join(["%s"] * len(COLUMNS))
-                rows = [_sqlite_row(event) for event in part] if _stores_utc() else [_adapted(event) for event in part]
-                cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
+                cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", sqlite_rows(part))
         stored += len(part)
     log.debug("history: %d events loaded", stored)
     return stored

@@ -148,6 +148,10 @@ ASE_HISTORY_ENABLED = env.bool("ASE_HISTORY_ENABLED", default=True)
 # Seconds between two writes of a process's buffered history events (one transaction each): what a kill -9 of
 # the process can lose, and how late the console shows an event. Fewer, larger writes cost less per event.
 ASE_HISTORY_FLUSH_INTERVAL = env.float("ASE_HISTORY_FLUSH_INTERVAL", default=1.0)
+# Who writes those batches: "thread" (the recorder thread, through the process's own connection), "process" (a
+# child process, console.history_writer: SQLite only) or "auto": "process" on SQLite, whose work would otherwise
+# run inside the recording process among its busy threads, "thread" on PostgreSQL, whose server does the work.
+ASE_HISTORY_WRITER = env.str("ASE_HISTORY_WRITER", default="auto")
 ASE_HISTORY_RETENTION_DAYS = env.int("ASE_HISTORY_RETENTION_DAYS", default=90)
 ASE_HISTORY_PURGE_INTERVAL = env.float("ASE_HISTORY_PURGE_INTERVAL", default=3600.0)
 ASE_HISTORY_PURGE_BATCH = env.int("ASE_HISTORY_PURGE_BATCH", default=10_000)
