@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ase_engine.history import Event
@@ -42,12 +43,13 @@ COLUMNS = (
 )
 
 
-def _row(event: Event) -> tuple[object, ...]:
+def _row(event: Event, at: object = None) -> tuple[object, ...]:
+    """The event's values in COLUMNS' order; ``at`` as given, by default the aware ``datetime``."""
     return (
         event.message_id,
         event.service,
         event.kind.value,
-        datetime.fromtimestamp(event.at_ms / 1000, tz=UTC),
+        _utc(event.at_ms) if at is None else at,
         event.area,
         event.attempt,
         event.outcome_code,
@@ -59,12 +61,13 @@ def _row(event: Event) -> tuple[object, ...]:
     )
 
 
-def sqlite_rows(events: list[Event]) -> list[tuple[object, ...]]:
+def sqlite_rows(events: list[Event], db: BaseDatabaseWrapper = connection) -> list[tuple[object, ...]]:
     """The rows of ``events`` as SQLite takes them: COLUMNS' order, ``at`` as the text Django's SQLite
-    backend stores (the naive datetime in the connection's time zone)."""
-    if connection.timezone_name == "UTC":
-        return [_sqlite_row(event) for event in events]
-    return [(*row[:3], str(timezone.make_naive(row[3], connection.timezone)), *row[4:]) for row in map(_row, events)]
+    backend stores (the naive datetime in the time zone of ``db``, the default database)."""
+    if db.timezone_name == "UTC":
+        return [_row(event, _sqlite_at(event.at_ms)) for event in events]
+    zone = db.timezone
+    return [_row(event, str(timezone.make_naive(_utc(event.at_ms), zone))) for event in events]
 
 
 def sqlite_target() -> tuple[str, str, list[str]]:
@@ -76,23 +79,8 @@ def sqlite_target() -> tuple[str, str, list[str]]:
     )
 
 
-def _sqlite_row(event: Event) -> tuple[object, ...]:
-    """``_row`` with ``at`` as the text Django's SQLite backend stores for a UTC datetime, made without a
-    ``datetime`` (a third of the recorder's CPU per event went to making and adapting it)."""
-    return (
-        event.message_id,
-        event.service,
-        event.kind.value,
-        _sqlite_at(event.at_ms),
-        event.area,
-        event.attempt,
-        event.outcome_code,
-        event.target_status,
-        event.duration_ms,
-        event.size,
-        event.detail[:500],
-        event.instance,
-    )
+def _utc(at_ms: int) -> datetime:
+    return datetime.fromtimestamp(at_ms / 1000, tz=UTC)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -102,7 +90,8 @@ def _utc_second(seconds: int) -> str:
 
 def _sqlite_at(at_ms: int) -> str:
     """What Django's SQLite backend stores for the UTC datetime ``at_ms`` (``str()`` of the naive datetime:
-    no fraction when there is none). The events of one batch share a few seconds: their prefix is cached."""
+    no fraction when there is none), made without a ``datetime``: making and adapting one took a third of
+    the recorder's CPU per event. The events of one batch share a few seconds: their prefix is cached."""
     seconds, millis = divmod(at_ms, 1000)
     prefix = _utc_second(seconds)
     return f"{prefix}.{millis * 1000:06d}" if millis else prefix

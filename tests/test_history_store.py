@@ -9,7 +9,7 @@ from django.core.checks import run_checks
 from django.db.utils import ConnectionHandler
 
 from ase_engine.history import Event, EventKind
-from console.history_store import _sqlite_at, bulk_load, purge_history
+from console.history_store import _sqlite_at, bulk_load, purge_history, sqlite_rows
 from console.models import MessageEvent
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +70,17 @@ def test_sqlite_time_of_an_event_is_the_text_django_stores(at_ms):
     stored_by_django = sqlite.ops.adapt_datetimefield_value(datetime.fromtimestamp(at_ms / 1000, tz=UTC))
 
     assert _sqlite_at(at_ms) == stored_by_django
+
+
+def test_sqlite_time_of_an_event_follows_a_database_time_zone_other_than_utc():
+    paris = ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:", "TIME_ZONE": "Europe/Paris"}}
+    )["default"]
+    event = _event("m1", 0)  # 12:00 UTC, 13:00 in Paris
+
+    (row,) = sqlite_rows([event], paris)
+
+    assert row[3] == paris.ops.adapt_datetimefield_value(NOW) == "2026-03-01 13:00:00"
 
 
 def test_bulk_load_takes_a_generator_and_an_empty_one():
