@@ -137,6 +137,7 @@ def main() -> int:
     print(f"\ngoal on/off >= {GOAL}: {outcome}; total {elapsed:.0f} s")
     if not args.no_doc:
         store = "PostgreSQL" if args.postgresql else "SQLite"
+        writer = "COPY from the recorder thread" if args.postgresql else "by a writer process of each recording process"
         section = f"""## History recording: what it costs the ingress and the delivery ({store})
 
 Command: `{report.command_line()}` (total run time {elapsed:.0f} s)
@@ -145,8 +146,8 @@ Machine and date:
 {report.machine_markdown(info)}
 
 {args.rounds} rounds; in each, both variants, the order alternating. **on**: as deployed (the `posted` event per
-accepted request, `attempt` + `acked` per delivered message, written in batches by the recorder thread into the
-stack's {store} database); **off**: `ASE_HISTORY_ENABLED=false`, nothing recorded. Ingress: bench/ingress.py's
+accepted request, `attempt` + `acked` per delivered message, written in batches into the stack's {store} database,
+{writer}); **off**: `ASE_HISTORY_ENABLED=false`, nothing recorded. Ingress: bench/ingress.py's
 load (`wrk -t2 -c16 -d{args.seconds + TAIL_SECONDS}s`, 1 KiB bodies, the web tier restarted with the variant's
 setting and warmed up {args.warmup} s before each measurement, the broker restarted with empty data before each
 measurement; 202s = queue depth checked). Delivery:
@@ -158,7 +159,8 @@ Goal (issue 6): recording slows neither path by more than 10% (median on/off >= 
 **{verdicts["ingress"]}**, delivery **{verdicts["delivery"]}**. The CPU rows say what recording costs the process that
 records (median CPU per request or message, on against off): {cpu_share["ingress"]:.0%} of the web tier's CPU per
 request, {cpu_share["delivery"]:.0%} of the worker's CPU per message. On this 2-core machine the rates of one round
-vary by more than the effect measured; the CPU figures vary less.
+vary by more than the effect measured; the CPU figures vary less. Other runs, and the CPU measured in the code
+that records: "Where the time goes, fifth pass".
 """
         key = "history_overhead_postgresql" if args.postgresql else "history_overhead"
         print(f"updated {report.update_section(key, section)}")
