@@ -1,11 +1,12 @@
 """The history writer process: stores a process's history events in SQLite outside that process.
 
 SQLite runs inside the process that calls it. In a Celery worker, among a dozen busy threads, the
-recorder thread spent 20-35 us of CPU per event on it where a quiet process spends 9 (measured with
-per-thread CPU from /proc; docs/BENCHMARKS.md, "History recording"). With
+recorder thread spent 20-49 us of CPU per event on it where a quiet process spends 8-10 (per-thread
+CPU from /proc; docs/BENCHMARKS.md, "Where the time goes, fifth pass"). With
 ``ASE_HISTORY_WRITER=process``, the default on SQLite, the recorder thread hands each batch to a
 child process instead: ``python -m console.history_writer DATABASE TABLE COLUMNS TIMEOUT``, one per
-recording process, which spends about 10 us per event.
+recording process. Beside a worker, the child and the recorder thread together spent 27-34 us per
+event.
 
 The protocol on the child's standard input and output is pickle, one object per step: the parent
 writes a batch (a list of tuples of plain values, in COLUMNS' order, ready for SQLite) and reads
