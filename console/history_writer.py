@@ -59,7 +59,10 @@ class WriterProcess:
         """Store ``rows`` in one transaction of the child; returns how many, or raises ``HistoryWriterError``."""
         with self._lock:
             child = self._child
-            if child is None or child.poll() is not None:
+            if child is not None and child.poll() is not None:
+                _close_pipes(child)  # ended between two batches (and reaped by poll)
+                child = None
+            if child is None:
                 child = self._child = subprocess.Popen(
                     self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, close_fds=True
                 )
@@ -72,6 +75,7 @@ class WriterProcess:
                 self._child = None
                 child.kill()
                 code = child.wait()
+                _close_pipes(child)
                 raise HistoryWriterError(f"the history writer process ended (exit code {code})") from None
         if error is not None:
             raise HistoryWriterError(error)
@@ -94,6 +98,16 @@ class WriterProcess:
             child.kill()
             child.wait()
         child.stdout.close()
+
+
+def _close_pipes(child: subprocess.Popen[bytes]) -> None:
+    """Close the parent's ends of an ended child's pipes (what is left unwritten in them is lost with it)."""
+    for pipe in (child.stdin, child.stdout):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 def serve(database: str, table: str, columns: list[str], timeout: float) -> int:

@@ -3,6 +3,7 @@ file that holds the model's own table; the recorder handing it its batches."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sqlite3
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -131,6 +133,21 @@ def test_a_writer_process_killed_between_batches_is_replaced_without_losing_any(
 
     assert writer.pid not in (None, killed)
     assert [r[0] for r in _stored(history_file)] == ["first0", "after0"]
+
+
+def test_replacing_killed_writer_processes_closes_their_pipes(writer):
+    writer.store(sqlite_rows(_events(1, prefix="first")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)  # a pipe file left to the garbage collector says so
+        for round_no in range(3):
+            killed = writer.pid
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            assert _ended(killed)
+            writer.store(sqlite_rows(_events(1, prefix=f"r{round_no}-")))
+        gc.collect()
+
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_writer_process_killed_during_a_batch_costs_that_batch_and_the_next_starts_a_new_one(writer, history_file):
