@@ -101,9 +101,16 @@ def round_rows(
 
 
 def run_wrk(
-    service: str, body_file: Path, seconds: int, connections: int, threads: int, keyed: bool = False
+    service: str,
+    body_file: Path,
+    seconds: int,
+    connections: int,
+    threads: int,
+    keyed: bool = False,
+    port: int = WEB_PORT,
 ) -> tuple[dict[str, str], str]:
-    """Run ``bench/ingress.lua``; ``keyed``: every POST carries an Idempotency-Key of its own."""
+    """Run ``bench/ingress.lua`` against the web tier on ``port``; ``keyed``: every POST carries an
+    Idempotency-Key of its own."""
     cmd = [
         "wrk",
         f"-t{threads}",
@@ -113,7 +120,7 @@ def run_wrk(
         "10s",
         "-s",
         str(ROOT / "bench" / "ingress.lua"),
-        f"http://127.0.0.1:{WEB_PORT}",
+        f"http://127.0.0.1:{port}",
         "--",
         f"/ase/{service}/",
         str(body_file),
@@ -141,10 +148,14 @@ def ase_round(
     round_no: int,
     check: bool = True,
     keyed: bool = False,
+    web: str = "web",
+    port: int = WEB_PORT,
 ) -> Result:
-    cpu_before = stack.cpu_seconds("web")
-    fields, output = run_wrk(service, body_file, seconds, connections, threads, keyed)
-    cpu_us = (stack.cpu_seconds("web") - cpu_before) * 1e6 / max(int(fields["ok"]), 1)
+    """One load phase against the web tier ``web`` (listening on ``port``); ``check``: the queue's depth
+    must equal the 202s counted (pass False when the queue holds earlier phases' messages too)."""
+    cpu_before = stack.cpu_seconds(web)
+    fields, output = run_wrk(service, body_file, seconds, connections, threads, keyed, port)
+    cpu_us = (stack.cpu_seconds(web) - cpu_before) * 1e6 / max(int(fields["ok"]), 1)
     (stack.log_dir / f"wrk-{service}.txt").write_text(output)
     ok, bad = int(fields["ok"]), int(fields["bad"])
     socket_errors = {k: int(fields[k]) for k in ("connect", "read", "write", "timeout")}
@@ -156,7 +167,7 @@ def ase_round(
     if bad or any(socket_errors.values()):
         raise BenchError(
             f"ingress answered {bad} non-202 (first: {fields['bad_sample']}) and had socket errors {socket_errors}\n"
-            f"--- wrk:\n{output}\n--- last lines of the web log:\n{stack.log_text('web')[-3000:]}"
+            f"--- wrk:\n{output}\n--- last lines of the web log:\n{stack.log_text(web)[-3000:]}"
         )
     if check and depth != ok:
         raise BenchError(f"queue depth {depth} != 202s counted {ok}")

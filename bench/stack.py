@@ -310,12 +310,15 @@ class Stack:
             time.sleep(0.2)
         raise BenchError(f"{name}: '{text}' not in its log within {timeout:g}s:\n{self.log_text(name)[-3000:]}")
 
-    def start_web(self, workers: int = 2) -> None:
-        """The web tier exactly as scripts/up.sh starts it (uvicorn, 2 workers)."""
-        if port_in_use(WEB_PORT):
-            raise BenchError(f"port {WEB_PORT} is already in use")
+    def start_web(
+        self, workers: int = 2, name: str = "web", port: int = WEB_PORT, env: dict[str, str] | None = None
+    ) -> None:
+        """The web tier exactly as scripts/up.sh starts it (uvicorn, 2 workers); several run side by side
+        under different ``name`` and ``port``, each with its own ``env`` (default: the stack's)."""
+        if port_in_use(port):
+            raise BenchError(f"port {port} is already in use")
         self.spawn(
-            "web",
+            name,
             [
                 PY,
                 "-m",
@@ -324,13 +327,14 @@ class Stack:
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(WEB_PORT),
+                str(port),
                 "--workers",
                 str(workers),
                 "--no-access-log",
             ],
+            env,
         )
-        self.wait_http("web", f"http://127.0.0.1:{WEB_PORT}/healthz")
+        self.wait_http(name, f"http://127.0.0.1:{port}/healthz")
 
     def start_worker(self, name: str = "worker", node: str = "ase-bench", wait: bool = True) -> None:
         """A Celery worker hosting the sending process, with scripts/up.sh's command line."""
