@@ -251,9 +251,9 @@ next round), a fresh Celery worker each time; a variant's rate is its messages o
 
 {text_table}
 
-{verdict} What the web tier executes per request,
-counted by callgrind: "History recording: instructions per ingress request". Why the method: "Where the time goes,
-sixth pass".
+{verdict} What the web tier and the worker execute per request
+and message, counted by callgrind: "History recording: instructions per ingress request" and "... per delivered
+message". Why the method: "Where the time goes, sixth pass".
 """
         key = "history_overhead_postgresql" if args.postgresql else "history_overhead"
         if args.calibrate:
