@@ -2,14 +2,14 @@
 each with the history recorded (as deployed) and with it switched off (``ASE_HISTORY_ENABLED=false``),
 in the same run, alternating.
 
-    flock /tmp/ase-bench.lock .venv/bin/python bench/history_overhead.py [--rounds 6] [--seconds 10] [--phases 2]
+    flock /tmp/ase-bench.lock .venv/bin/python bench/history_overhead.py [--rounds 5] [--seconds 10] [--phases 2]
         [--messages 5000] [--postgresql postgres://postgres@127.0.0.1:5432/ase_bench] [--calibrate]
 
 Ingress: bench/ingress.py's machinery (uvicorn ``console.asgi:application --workers 2``, sending
 stopped, ``wrk -t2 -c16``, 1 KiB bodies, only 202s count, queue depth = 202s); recorded: one
 ``posted`` event per request. Each round restarts the broker with empty data and starts two web tiers
 side by side, one per variant, on two ports; after a warm-up of each (on a fresh broker, the rate
-climbs for about a minute: JIT compilation), the load alternates between them
+climbs for about a minute), the load alternates between them
 in phases of S seconds (on, off, off, on, or the reverse in the next round). On this 2-core virtual
 machine, the speed of the whole machine (broker included) moves by 20-50% from one minute or broker
 start to the next; measured minutes apart, on separate broker starts, one variant's rate said more
@@ -43,8 +43,15 @@ VARIANTS = ("on", "off")
 SECOND_PORT = WEB_PORT + 3  # the second web tier (8656; the target is on WEB_PORT + 1)
 
 
-def with_history(stack: Stack, on: bool) -> None:
-    stack.env["ASE_HISTORY_ENABLED"] = "true" if on else "false"
+def history_setting(variant: str, args: argparse.Namespace) -> str:
+    """``ASE_HISTORY_ENABLED`` for ``variant``: history is on in the "on" variant, unless calibrating."""
+    return "true" if variant == "on" and not args.calibrate else "false"
+
+
+def abba(r: int) -> list[str]:
+    """The order of round ``r``'s measurements: on, off, off, on; the reverse in the next round."""
+    pair = list(VARIANTS) if r % 2 else list(VARIANTS[::-1])
+    return pair + pair[::-1]
 
 
 def delivery_round(stack: Stack, args: argparse.Namespace, r: int) -> dict[str, tuple[float, float]]:
@@ -53,9 +60,8 @@ def delivery_round(stack: Stack, args: argparse.Namespace, r: int) -> dict[str, 
     ran 20% faster than the second in a calibration run, whatever the variant."""
     seconds = dict.fromkeys(VARIANTS, 0.0)
     cpu = dict.fromkeys(VARIANTS, 0.0)
-    pair = list(VARIANTS) if r % 2 else list(VARIANTS[::-1])
-    for variant in pair + pair[::-1]:
-        with_history(stack, variant == "on" and not args.calibrate)
+    for variant in abba(r):
+        stack.env["ASE_HISTORY_ENABLED"] = history_setting(variant, args)
         delivered = delivery.run_ase(stack, args.messages, r, 300.0)
         seconds[variant] += args.messages / delivered.rate
         cpu[variant] += delivered.cpu_ms_per_msg * 1000 * args.messages
@@ -68,8 +74,7 @@ def ingress_round(stack: Stack, args: argparse.Namespace, r: int, body_file: Pat
     {variant: (202s per second over its phases, web CPU us per 202)}."""
     ports = dict(zip(VARIANTS, (WEB_PORT, SECOND_PORT) if r % 2 else (SECOND_PORT, WEB_PORT), strict=True))
     for variant in VARIANTS:
-        on = variant == "on" and not args.calibrate
-        env = {**stack.env, "ASE_HISTORY_ENABLED": "true" if on else "false"}
+        env = {**stack.env, "ASE_HISTORY_ENABLED": history_setting(variant, args)}
         stack.start_web(name=f"web-{variant}", port=ports[variant], env=env)
     accepted = dict.fromkeys(VARIANTS, 0)
     seconds = dict.fromkeys(VARIANTS, 0.0)
@@ -80,8 +85,7 @@ def ingress_round(stack: Stack, args: argparse.Namespace, r: int, body_file: Pat
             ase_round(
                 stack, f"BenchHist{name}W", f"bench_hist_{name}_w", body_file, args.warmup, 16, 2, r, web=web, port=port
             )
-        pair = list(VARIANTS) if r % 2 else list(VARIANTS[::-1])
-        for variant in (pair + pair[::-1]) * (args.phases // 2):
+        for variant in abba(r) * (args.phases // 2):
             name, web, port = f"{variant}{r}", f"web-{variant}", ports[variant]
             result = ase_round(
                 stack,
