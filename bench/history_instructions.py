@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import delivery, report  # noqa: E402
 from bench.ingress import make_body  # noqa: E402
-from bench.stack import PY, WEB_PORT, BenchError, Stack, run  # noqa: E402
+from bench.stack import WEB_PORT, BenchError, Stack, run  # noqa: E402
 
 CONNECTIONS = 8
 WARMUP = 200
@@ -94,14 +94,14 @@ def instructions(dump: Path) -> int:
     return int(match.group(1))
 
 
-def callgrind(out: Path, *command: str) -> list[str]:
+def callgrind(out: Path) -> list[str]:
+    """The command that runs a process under callgrind, counting nothing until ``callgrind_control -i on``."""
     return [
         "valgrind",
         "--tool=callgrind",
         "--trace-children=yes",
         "--instr-atstart=no",
         f"--callgrind-out-file={out}/cg.%p",
-        *command,
     ]
 
 
@@ -133,10 +133,8 @@ def measure_ingress(stack: Stack, index: int, count: int, on: bool, out: Path) -
     service, queue = f"BenchInstr{index}", f"bench_instr_{index}"
     stack.deploy(service, queue, "http://127.0.0.1:9/unused", sending=False)
     body = make_body()
-    command = [PY, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port", str(WEB_PORT)]
-    stack.spawn("web", callgrind(out, *command, "--workers", "1", "--no-access-log"), variant_env(stack, on))
+    stack.start_web(workers=1, env=variant_env(stack, on), wrap=callgrind(out), timeout=900)
     try:
-        stack.wait_http("web", f"http://127.0.0.1:{WEB_PORT}/healthz", timeout=900)
         post_requests(service, body, WARMUP)
         time.sleep(FLUSH_INTERVAL + 2)
         callgrind_control("-i", "on")
@@ -161,9 +159,7 @@ def measure_delivery(stack: Stack, index: int, count: int, on: bool, out: Path) 
     path = delivery.PATHS["ase"]
     delivery.http_post(f"{delivery.BASE}/_reset")
     delivery.preload(stack, delivery.ASE_QUEUE, WARMUP, ase=True)
-    celery = ["-m", "celery", "-A", "console", "worker", "--pool", "threads", "--concurrency", "4"]
-    command = callgrind(out, PY, *celery, "-n", f"ase-instr-{index}@%h", "--loglevel", "INFO")
-    stack.spawn("worker", command, variant_env(stack, on))
+    stack.start_worker(node=f"ase-instr-{index}", wait=False, env=variant_env(stack, on), wrap=callgrind(out))
     try:
         delivery.wait_delivered(stack, "worker", path, WARMUP, 900)
         time.sleep(FLUSH_INTERVAL + 2)

@@ -27,7 +27,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -311,15 +311,23 @@ class Stack:
         raise BenchError(f"{name}: '{text}' not in its log within {timeout:g}s:\n{self.log_text(name)[-3000:]}")
 
     def start_web(
-        self, workers: int = 2, name: str = "web", port: int = WEB_PORT, env: dict[str, str] | None = None
+        self,
+        workers: int = 2,
+        name: str = "web",
+        port: int = WEB_PORT,
+        env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
+        timeout: float = 60.0,
     ) -> None:
         """The web tier exactly as scripts/up.sh starts it (uvicorn, 2 workers); several run side by side
-        under different ``name`` and ``port``, each with its own ``env`` (default: the stack's)."""
+        under different ``name`` and ``port``, each with its own ``env`` (default: the stack's). ``wrap``:
+        a command that runs it (a profiler); ``timeout``: seconds for it to answer."""
         if port_in_use(port):
             raise BenchError(f"port {port} is already in use")
         self.spawn(
             name,
             [
+                *wrap,
                 PY,
                 "-m",
                 "uvicorn",
@@ -334,13 +342,22 @@ class Stack:
             ],
             env,
         )
-        self.wait_http(name, f"http://127.0.0.1:{port}/healthz")
+        self.wait_http(name, f"http://127.0.0.1:{port}/healthz", timeout)
 
-    def start_worker(self, name: str = "worker", node: str = "ase-bench", wait: bool = True) -> None:
-        """A Celery worker hosting the sending process, with scripts/up.sh's command line."""
+    def start_worker(
+        self,
+        name: str = "worker",
+        node: str = "ase-bench",
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
+    ) -> None:
+        """A Celery worker hosting the sending process, with scripts/up.sh's command line; ``env`` and
+        ``wrap`` as for ``start_web``."""
         self.spawn(
             name,
             [
+                *wrap,
                 PY,
                 "-m",
                 "celery",
@@ -356,6 +373,7 @@ class Stack:
                 "--loglevel",
                 "INFO",
             ],
+            env,
         )
         if wait:
             self.wait_log(name, "ready.")
